@@ -1,0 +1,1 @@
+"""llmproxy: OpenAI function calling for local models."""

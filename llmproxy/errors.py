@@ -1,0 +1,149 @@
+"""One exception tree for everything llmproxy raises.
+
+Each error knows the HTTP status and OpenAI error ``type``/``code`` it maps to, so the server has a
+single translation point and library callers can catch exactly the failure they care about.
+"""
+
+from __future__ import annotations
+
+
+class LLMProxyError(Exception):
+    """Base of every error llmproxy raises on purpose."""
+
+    status_code: int = 500
+    error_type: str = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+# --- the caller's mistakes -------------------------------------------------------------------
+
+
+class InvalidRequestError(LLMProxyError):
+    """The request itself is malformed (bad message, unknown role, bad schema...)."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class UnsupportedRequestError(InvalidRequestError):
+    """A valid OpenAI request that this route cannot honour (e.g. a tool_choice it cannot enforce)."""
+
+    code = "unsupported_request"
+
+
+class ContextWindowExceededError(InvalidRequestError):
+    """The prompt does not fit the model's context window.
+
+    The message always contains "maximum context length": MemGPT-era agents match on that phrase to
+    decide to summarise their history and retry.
+    """
+
+    code = "context_length_exceeded"
+
+    def __init__(self, prompt_tokens: int, context_window: int, detail: str = "") -> None:
+        message = (
+            f"Request exceeds maximum context length ({prompt_tokens} > {context_window} tokens)."
+            " Shorten the conversation or raise the context window."
+        )
+        if detail:
+            message += f" {detail}"
+        super().__init__(message, param="messages")
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
+
+
+class ConfigurationError(LLMProxyError):
+    """llmproxy was set up wrongly: unknown wrapper or backend, bad settings file, missing model."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+    code = "configuration_error"
+
+
+class TemplateError(LLMProxyError):
+    """A wrapper template is broken (syntax error, or it failed while rendering)."""
+
+    status_code = 500
+    error_type = "server_error"
+    code = "template_error"
+
+
+# --- the model's output ----------------------------------------------------------------------
+
+
+class OutputParseError(LLMProxyError):
+    """The model's output could not be turned into a valid answer. ``raw`` is the text it produced."""
+
+    status_code = 502
+    error_type = "model_output_error"
+    code = "unparseable_output"
+
+    def __init__(self, message: str, raw: str) -> None:
+        super().__init__(f"{message} Raw model output: {raw[:500]!r}")
+        self.reason = message
+        self.raw = raw
+
+
+class FunctionCallError(OutputParseError):
+    """The model called a function that does not exist, or with arguments its schema rejects."""
+
+    code = "invalid_function_call"
+
+
+class JSONRepairError(LLMProxyError, ValueError):
+    """No JSON object can honestly be recovered from the text."""
+
+    status_code = 502
+    error_type = "model_output_error"
+    code = "unparseable_output"
+
+
+# --- the backend -----------------------------------------------------------------------------
+
+
+class BackendError(LLMProxyError):
+    """The backend failed. ``backend`` names it and ``url`` is where it was asked."""
+
+    status_code = 502
+    error_type = "backend_error"
+
+    def __init__(self, message: str, *, backend: str, url: str | None = None) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.url = url
+
+
+class BackendConnectionError(BackendError):
+    """Nothing answered at the backend's address."""
+
+    status_code = 503
+    code = "backend_unreachable"
+
+
+class BackendTimeoutError(BackendError):
+    """The backend took longer than the configured timeout."""
+
+    status_code = 504
+    code = "backend_timeout"
+
+
+class BackendHTTPError(BackendError):
+    """The backend answered with an HTTP error status."""
+
+    code = "backend_http_error"
+
+    def __init__(self, message: str, *, backend: str, url: str | None, status: int, body: str = "") -> None:
+        super().__init__(message, backend=backend, url=url)
+        self.status = status
+        self.body = body
+
+
+class BackendProtocolError(BackendError):
+    """The backend answered, but not in the shape its protocol promises (garbage, truncated stream)."""
+
+    code = "backend_protocol_error"

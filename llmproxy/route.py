@@ -1,0 +1,70 @@
+"""A route: one model as llmproxy serves it - a backend, a wrapper, grammar use, settings, context.
+
+The library builds one per call (backends are cached, so repeated calls reuse connections and the
+loaded embedded model); the server builds one per configured model name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from llmproxy.backends import create_backend
+from llmproxy.backends.base import Backend
+from llmproxy.wrappers import Wrapper, load_wrapper
+
+DEFAULT_WRAPPER = "chatml"
+DEFAULT_CONTEXT_WINDOW = 8192  # used when neither the caller nor the backend can tell
+
+
+@dataclass
+class Route:
+    name: str
+    backend: Backend
+    wrapper: Wrapper
+    grammar: str = "auto"  # "auto" (from the tool schemas, where the backend takes grammars), "none", or a grammar name
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    settings: dict[str, Any] = field(default_factory=dict)
+    function_correction: bool = True
+
+
+@lru_cache(maxsize=32)
+def _cached_backend(endpoint_type: str, endpoint: str | None, model: str | None, auth_type: str | None,
+                    auth_key: str | None, context_window: int | None) -> Backend:
+    options: dict[str, Any] = {"model": model, "context_window": context_window}
+    if auth_type or auth_key:
+        options.update(auth_type=auth_type, auth_key=auth_key)
+    return create_backend(endpoint_type, endpoint=endpoint, **options)
+
+
+def build_route(
+    *,
+    endpoint_type: str = "embedded",
+    endpoint: str | None = None,
+    model: str | None = None,
+    wrapper: str | None = None,
+    grammar: str | None = None,
+    context_window: int | None = None,
+    settings: dict[str, Any] | None = None,
+    function_correction: bool = True,
+    auth_type: str | None = None,
+    auth_key: str | None = None,
+    name: str | None = None,
+) -> Route:
+    """A route from MemGPT-style arguments. ``grammar=None`` takes the wrapper alias's setting
+    (``chatml-grammar`` means on), else ``auto``."""
+    resolved = load_wrapper(wrapper or DEFAULT_WRAPPER)
+    backend = _cached_backend(endpoint_type, endpoint, model, auth_type, auth_key, context_window)
+    if grammar is None:
+        grammar = "none" if resolved.grammar is False else "auto"
+    window = context_window or backend.context_window() or DEFAULT_CONTEXT_WINDOW
+    return Route(
+        name=name or model or endpoint_type,
+        backend=backend,
+        wrapper=resolved.wrapper,
+        grammar=grammar,
+        context_window=window,
+        settings=dict(settings or {}),
+        function_correction=function_correction,
+    )
