@@ -1,1 +1,57 @@
-"""llmproxy: OpenAI function calling for local models."""
+"""llmproxy: OpenAI function calling for local models.
+
+The public API is what this module exports; everything else is implementation.
+"""
+
+from llmproxy.errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendHTTPError,
+    BackendProtocolError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextWindowExceededError,
+    FunctionCallError,
+    InvalidRequestError,
+    JSONRepairError,
+    LLMProxyError,
+    OutputParseError,
+    TemplateError,
+    UnsupportedRequestError,
+)
+from llmproxy.proxy import chat_completion, get_chat_completion
+from llmproxy.repair import Repaired, repair, repair_json
+from llmproxy.route import Route, build_route
+from llmproxy.types import ChatCompletion, ChatCompletionChunk, ChatRequest
+from llmproxy.wrappers import load_wrapper, wrapper_specs
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendConnectionError",
+    "BackendError",
+    "BackendHTTPError",
+    "BackendProtocolError",
+    "BackendTimeoutError",
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "ChatRequest",
+    "ConfigurationError",
+    "ContextWindowExceededError",
+    "FunctionCallError",
+    "InvalidRequestError",
+    "JSONRepairError",
+    "LLMProxyError",
+    "OutputParseError",
+    "Repaired",
+    "Route",
+    "TemplateError",
+    "UnsupportedRequestError",
+    "build_route",
+    "chat_completion",
+    "get_chat_completion",
+    "load_wrapper",
+    "repair",
+    "repair_json",
+    "wrapper_specs",
+]

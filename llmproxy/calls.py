@@ -104,7 +104,7 @@ def _arguments_object(arguments: Any, raw: str) -> tuple[dict[str, Any], tuple[s
             decoded = repair(arguments)
         except JSONRepairError as exc:
             raise OutputParseError("The call's arguments are a string that holds no JSON object.", raw) from exc
-        return dict(decoded.value), ("decode_arguments_string",) + decoded.repairs
+        return dict(decoded.value), ("decode_nested_json",) + decoded.repairs
     if not isinstance(arguments, dict):
         raise OutputParseError("The call's arguments are not a JSON object.", raw)
     return dict(arguments), ()

@@ -18,7 +18,6 @@ from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import Answer, apply_heartbeat_rule, check_call, parse_answer, response_message
 from llmproxy.errors import (
     ContextWindowExceededError,
-    FunctionCallError,
     InvalidRequestError,
     OutputParseError,
     UnsupportedRequestError,
@@ -168,12 +167,9 @@ def _read_call(plan: Plan, text: str, completion: Completion) -> Answer:
         raise OutputParseError("The backend returned an empty answer.", raw)
     try:
         answer = parse_answer(text, call_required=plan.rendered.call == "required")
-        call = answer.call
-        if call is None:
-            if plan.choice.mode in ("required", "named"):
-                raise FunctionCallError(f"tool_choice {plan.choice.mode!r} needs a call, but the model made none.", raw)
+        if answer.call is None:  # only possible when the call is optional (tool_choice auto)
             return answer
-        call = check_call(call, plan.functions, plan.choice, raw)
+        call = check_call(answer.call, plan.functions, plan.choice, raw)
         if plan.route.function_correction:
             call = apply_heartbeat_rule(call, plan.request.messages, plan.functions)
         return Answer(answer.content, call, answer.repairs)

@@ -100,9 +100,12 @@ class EmbeddedBackend(Backend):
             if value is not None:
                 arguments[key] = value
         if params.grammar:
-            from llmproxy.grammar import llama_grammar  # validated before use: a bad grammar kills the process
+            from llama_cpp import LlamaGrammar
 
-            arguments["grammar"] = llama_grammar(params.grammar)
+            from llmproxy.grammar import validate_grammar
+
+            validate_grammar(params.grammar)  # sampling with a grammar llama.cpp rejects kills the process
+            arguments["grammar"] = LlamaGrammar.from_string(params.grammar, verbose=False)
         return arguments
 
     def complete(self, prompt: str, params: GenerationParams) -> Completion:

@@ -1,0 +1,99 @@
+"""The embedded backend on the real SmolLM2-135M model through llama-cpp-python."""
+
+from __future__ import annotations
+
+import json
+
+import llama_cpp
+import pytest
+
+import llmproxy
+from llmproxy.backends.base import GenerationParams
+from llmproxy.backends.embedded import EmbeddedBackend, default_model_path
+from llmproxy.errors import ConfigurationError
+
+PROMPT = "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.fixture(scope="module")
+def backend() -> EmbeddedBackend:
+    return EmbeddedBackend()
+
+
+def test_default_model_is_the_bundled_smollm2():
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
+
+
+def test_model_is_loaded_once_and_shared(backend):
+    assert EmbeddedBackend()._model is backend._model
+
+
+def test_missing_gguf_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigurationError, match="GGUF model file not found"):
+        EmbeddedBackend(model=str(tmp_path / "nope.gguf"))
+
+
+def test_length_stop_reason_is_real(backend):
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=3, temperature=0.0, extra={"repeat_penalty": 1.0}))
+    assert done.finish_reason == "length"
+    assert done.completion_tokens == 3
+    assert done.prompt_tokens == backend.count_tokens(PROMPT)
+
+
+def test_stop_string_stop_reason_is_real(backend):
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=64, temperature=0.0, stop=("<|im_end|>",)))
+    assert done.finish_reason == "stop"
+    assert "<|im_end|>" not in done.text and done.text.strip()
+
+
+def test_special_tokens_are_counted_as_single_tokens(backend):
+    assert backend.count_tokens("<|im_start|>") <= 2  # one special token (plus BOS where the model adds one)
+    assert backend.count_tokens("<\\|im_start|>") > 3  # neutralised text is ordinary characters
+
+
+def test_shared_prefix_reuses_the_kv_cache(backend):
+    llama = backend._model.llama
+    backend.complete(PROMPT, GenerationParams(max_tokens=1, temperature=0.0))
+    longer = PROMPT + "Red.<|im_end|>\n<|im_start|>user\nAnother one.<|im_end|>\n<|im_start|>assistant\n"
+    llama_cpp.llama_perf_context_reset(llama.ctx)
+    backend.complete(longer, GenerationParams(max_tokens=1, temperature=0.0))
+    evaluated = llama_cpp.llama_perf_context(llama.ctx).n_p_eval
+    total = backend.count_tokens(longer)
+    new = total - backend.count_tokens(PROMPT)
+    assert evaluated <= new + 2, f"evaluated {evaluated} prompt tokens of {total}; only {new} were new"
+
+
+def test_stream_yields_pieces_and_a_final_reason(backend):
+    deltas = list(backend.stream(PROMPT, GenerationParams(max_tokens=5, temperature=0.0, extra={"repeat_penalty": 1.0})))
+    assert len(deltas) >= 2
+    assert deltas[-1].finish_reason == "length"
+    assert all(d.finish_reason is None for d in deltas[:-1])
+    assert deltas[-1].prompt_tokens == backend.count_tokens(PROMPT)
+
+
+def test_unknown_setting_is_a_clear_error(backend):
+    with pytest.raises(ConfigurationError, match="not understood by llama-cpp-python"):
+        backend.complete(PROMPT, GenerationParams(max_tokens=1, extra={"no_such_knob": 1}))
+
+
+def test_get_chat_completion_returns_a_schema_valid_send_message(memgpt_functions):
+    """End to end on the real model with MemGPT's eight functions, as an agent calls it."""
+    import jsonschema
+
+    messages = [
+        {"role": "system", "content": "You are Sam, a cheerful assistant. Reply to the user with send_message."},
+        {"role": "user", "content": json.dumps({"type": "user_message", "message": "Hi, I am Ana!", "time": "10:00 AM"})},
+    ]
+    response = llmproxy.get_chat_completion(
+        messages, functions=memgpt_functions, first_message=True, max_tokens=96, temperature=0.2, seed=7
+    )
+    message = response.choices[0].message
+    assert response.choices[0].finish_reason == "function_call"
+    assert message.function_call.name == "send_message"
+    schema = next(f["parameters"] for f in memgpt_functions if f["name"] == "send_message")
+    arguments = json.loads(message.function_call.arguments)
+    jsonschema.validate(arguments, schema)
+    assert arguments["message"].strip()
+    assert response.usage.prompt_tokens > 100 and response.usage.completion_tokens > 0
+    assert response.llmproxy.usage_estimated is False

@@ -1,0 +1,183 @@
+"""The pipeline with a scripted in-process backend: budgets, stops, forms, choices, usage, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmproxy.backends.base import Backend, Capabilities, Completion, GenerationParams
+from llmproxy.errors import ContextWindowExceededError, FunctionCallError, OutputParseError, UnsupportedRequestError
+from llmproxy.proxy import chat_completion, parse_request, plan
+from llmproxy.route import Route
+from llmproxy.wrappers import load_wrapper
+
+SEND = ' "send_message",\n  "params": {\n    "inner_thoughts": "Say hello.",\n    "message": "Hello!"\n  }\n}'
+
+
+class ScriptedBackend(Backend):
+    """Answers with the queued texts, and records what it was asked."""
+
+    name = "scripted"
+
+    def __init__(self, *answers: Completion, tokenizer: bool = False, grammar: bool = False) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, GenerationParams]] = []
+        self.capabilities = Capabilities(grammar=grammar, tokenizer=tokenizer)
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        self.calls.append((prompt, params))
+        return self.answers.pop(0)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def _route(backend, wrapper="chatml", context_window=4096, **kw) -> Route:
+    return Route(name="test", backend=backend, wrapper=load_wrapper(wrapper).wrapper, grammar="none",
+                 context_window=context_window, **kw)
+
+
+def _request(memgpt_functions, **fields):
+    base = {
+        "messages": [
+            {"role": "system", "content": "You are a test agent."},
+            {"role": "user", "content": json.dumps({"type": "user_message", "message": "hi"})},
+        ],
+        "tools": [{"type": "function", "function": f} for f in memgpt_functions],
+    }
+    return parse_request({**base, **fields})
+
+
+def test_tools_request_gets_tool_calls(memgpt_functions):
+    backend = ScriptedBackend(Completion(SEND, "stop", 100, 20))
+    response = chat_completion(_request(memgpt_functions), _route(backend))
+    choice = response.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Say hello."
+    assert choice.message.tool_calls[0].function.name == "send_message"
+    assert json.loads(choice.message.tool_calls[0].function.arguments) == {"message": "Hello!"}
+    assert response.usage.model_dump() == {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    assert response.llmproxy.usage_estimated is False
+    assert backend.calls[0][0].endswith('<|im_start|>assistant\n{\n  "function":')
+
+
+def test_legacy_request_gets_function_call(memgpt_functions):
+    backend = ScriptedBackend(Completion(SEND))
+    request = parse_request({**_request(memgpt_functions).model_dump(exclude={"tools"}, exclude_none=True),
+                             "functions": memgpt_functions})
+    choice = chat_completion(request, _route(backend)).choices[0]
+    assert choice.finish_reason == "function_call"
+    assert choice.message.function_call.name == "send_message" and choice.message.tool_calls is None
+
+
+def test_prompt_over_the_window_fails_before_anything_is_sent(memgpt_functions):
+    backend = ScriptedBackend(tokenizer=True)
+    with pytest.raises(ContextWindowExceededError, match="maximum context length") as caught:
+        chat_completion(_request(memgpt_functions), _route(backend, context_window=50))
+    assert caught.value.context_window == 50 and caught.value.prompt_tokens > 50
+    assert caught.value.code == "context_length_exceeded"
+    assert backend.calls == []
+
+
+def test_answer_budget_never_passes_the_window(memgpt_functions):
+    backend = ScriptedBackend(tokenizer=True)
+    request = _request(memgpt_functions, max_tokens=100000)
+    prepared = plan(request, _route(backend, context_window=2000))
+    assert prepared.params.max_tokens == 2000 - prepared.prompt_tokens.tokens
+    prepared = plan(_request(memgpt_functions, max_tokens=33), _route(backend, context_window=2000))
+    assert prepared.params.max_tokens == 33
+
+
+def test_stops_merge_wrapper_settings_and_request(memgpt_functions):
+    backend = ScriptedBackend()
+    prepared = plan(_request(memgpt_functions, stop=["END"]), _route(backend, settings={"stop": ["\nUSER:"]}))
+    assert prepared.params.stop == ("<|im_end|>", "<|im_start|>", "\nUSER:", "END")
+
+
+def test_settings_do_not_leak_between_requests(memgpt_functions):
+    route = _route(ScriptedBackend())
+    hot = plan(_request(memgpt_functions, temperature=1.5), route)
+    plain = plan(_request(memgpt_functions), route)
+    assert hot.params.temperature == 1.5 and plain.params.temperature is None
+    assert route.settings == {}
+
+
+def test_tool_choice_none_answers_in_plain_text(memgpt_functions):
+    backend = ScriptedBackend(Completion("\nJust chatting.", "stop"))
+    response = chat_completion(_request(memgpt_functions, tool_choice="none"), _route(backend))
+    assert response.choices[0].message.content == "Just chatting."
+    assert response.choices[0].finish_reason == "stop"
+    assert "Available functions" not in backend.calls[0][0]
+
+
+def test_named_choice_primes_the_function_name(memgpt_functions):
+    answer = ' "query": "tea",\n    "inner_thoughts": "look",\n    "page": 0, "request_heartbeat": false}\n}'
+    backend = ScriptedBackend(Completion('\n  "params": {' + answer, "stop"))
+    choice = {"type": "function", "function": {"name": "archival_memory_search"}}
+    response = chat_completion(_request(memgpt_functions, tool_choice=choice), _route(backend, function_correction=False))
+    assert backend.calls[0][0].endswith('"function": "archival_memory_search",')
+    call = response.choices[0].message.tool_calls[0].function
+    assert call.name == "archival_memory_search"
+    assert json.loads(call.arguments) == {"query": "tea", "page": 0, "request_heartbeat": False}
+
+
+def test_required_choice_with_no_call_is_an_error(memgpt_functions):
+    backend = ScriptedBackend(Completion(' "nothing to do"\n}'))
+    with pytest.raises(OutputParseError, match="no function call"):
+        chat_completion(_request(memgpt_functions, tool_choice="required"), _route(backend, wrapper="chatml-noforce"))
+
+
+def test_text_only_wrapper_refuses_a_required_call(memgpt_functions):
+    with pytest.raises(UnsupportedRequestError, match="plain text only"):
+        plan(_request(memgpt_functions, tool_choice="required"), _route(ScriptedBackend(), wrapper="summary"))
+
+
+def test_named_grammar_on_a_backend_without_grammars_is_refused(memgpt_functions):
+    route = _route(ScriptedBackend(grammar=False))
+    route.grammar = "json"
+    with pytest.raises(UnsupportedRequestError, match="does not take grammars"):
+        plan(_request(memgpt_functions), route)
+
+
+def test_auto_grammar_is_skipped_where_the_backend_cannot_take_one(memgpt_functions):
+    route = _route(ScriptedBackend(grammar=False))
+    route.grammar = "auto"
+    prepared = plan(_request(memgpt_functions), route)
+    assert prepared.params.grammar is None and prepared.grammar is None
+
+
+def test_cut_off_answer_says_so(memgpt_functions):
+    backend = ScriptedBackend(Completion(' "send_message",\n  "params": {\n    "inner_th', "length"))
+    with pytest.raises(OutputParseError, match="cut off at the token limit"):
+        chat_completion(_request(memgpt_functions), _route(backend))
+
+
+def test_length_finish_is_reported_even_when_repaired(memgpt_functions):
+    backend = ScriptedBackend(Completion(' "send_message",\n  "params": {\n    "message": "Hello', "length"))
+    response = chat_completion(_request(memgpt_functions), _route(backend))
+    assert response.choices[0].finish_reason == "length"
+    assert json.loads(response.choices[0].message.tool_calls[0].function.arguments) == {"message": "Hello"}
+
+
+def test_usage_is_counted_and_flagged_when_the_backend_reports_none(memgpt_functions):
+    backend = ScriptedBackend(Completion(SEND), tokenizer=True)
+    response = chat_completion(_request(memgpt_functions), _route(backend))
+    assert response.usage.completion_tokens == len(SEND.split())
+    assert response.usage.total_tokens == response.usage.prompt_tokens + response.usage.completion_tokens
+    assert response.llmproxy.usage_estimated is False
+    response = chat_completion(_request(memgpt_functions), _route(ScriptedBackend(Completion(SEND))))
+    assert response.llmproxy.usage_estimated is True
+
+
+def test_a_bad_answer_does_not_harm_the_next_request(memgpt_functions):
+    backend = ScriptedBackend(Completion(' "fly_to_moon",\n  "params": {}\n}'), Completion(SEND))
+    route = _route(backend)
+    with pytest.raises(FunctionCallError, match="fly_to_moon"):
+        chat_completion(_request(memgpt_functions), route)
+    assert chat_completion(_request(memgpt_functions), route).choices[0].finish_reason == "tool_calls"
+
+
+def test_empty_answer_is_an_error(memgpt_functions):
+    with pytest.raises(OutputParseError, match="empty answer"):
+        chat_completion(_request(memgpt_functions), _route(ScriptedBackend(Completion("  "))))
