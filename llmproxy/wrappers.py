@@ -13,8 +13,8 @@ import json
 import re
 import tomllib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any, Literal
 
 import jinja2
@@ -112,9 +112,18 @@ def _read_spec(path) -> WrapperSpec:
         raise ConfigurationError(f"wrapper file {path} is missing the key {exc}") from exc
 
 
+class _Environment(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, with a fast path for the plain dicts this module hands to templates."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute in obj:
+            return obj[attribute]  # a data key, never a method: nothing for the sandbox to guard
+        return super().getattr(obj, attribute)
+
+
 @cache
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+    env = _Environment(
         loader=jinja2.FileSystemLoader(str(data_dir("wrappers"))),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
@@ -203,6 +212,14 @@ def _json_or_none(text: str | None) -> Any:
         return None
 
 
+@lru_cache(maxsize=4096)
+def _pretty(text: str, indent: int) -> str:
+    """JSON text re-printed with ``indent`` (agents resend their history every turn, so this is cached);
+    anything that is not JSON comes back unchanged."""
+    parsed = _json_or_none(text)
+    return text if parsed is None else json.dumps(parsed, indent=indent, ensure_ascii=False)
+
+
 def _describe_type(schema: dict[str, Any]) -> str:
     """A short human description of a parameter's JSON schema type, e.g. ``array of string``."""
     if "enum" in schema:
@@ -236,14 +253,16 @@ def function_view(function: FunctionDefinition) -> dict[str, Any]:
     return {"name": function.name, "description": (function.description or "").strip(), "params": params}
 
 
-@dataclass
-class _MessageView:
-    role: str
-    text: str  # what the turn shows: content, or a pretty-printed JSON body
-    message: str  # the ``message`` field of a JSON user event when there is one, else ``text``
-    name: str | None = None
-    event: str | None = None  # the ``type`` of a JSON user event (user_message, heartbeat, login...)
-    calls: list[str] = field(default_factory=list)  # rendered call JSON, inner thoughts included
+def _message_view(role: str, text: str, message: str | None = None, name: str | None = None,
+                  event: str | None = None, calls: list[str] | None = None) -> dict[str, Any]:
+    """One history message as templates see it.
+
+    ``text`` is what the turn shows (content, or a pretty-printed JSON body); ``message`` is the
+    ``message`` field of a JSON user event when there is one, else ``text``; ``event`` is that event's
+    ``type`` (user_message, heartbeat, login...); ``calls`` are past calls as JSON, thoughts included.
+    """
+    return {"role": role, "text": text, "message": text if message is None else message, "name": name,
+            "event": event, "calls": calls or []}
 
 
 class Wrapper:
@@ -312,28 +331,27 @@ class Wrapper:
             index += 1
         return "\n".join(part.strip() for part in system_parts), list(messages[index:])
 
-    def _message_view(self, message: Message) -> _MessageView:
+    def _message_view(self, message: Message) -> dict[str, Any]:
         clean = lambda text: neutralise(text, self.spec.reserved)  # noqa: E731
         text = content_text(message.content) or ""
-        parsed = _json_or_none(text)
         if isinstance(message, SystemMessage):
-            return _MessageView("system", text.strip(), text.strip())
+            return _message_view("system", text.strip())
         if isinstance(message, (ToolMessage, FunctionMessage)):
-            shown = json.dumps(parsed, indent=self.spec.json_indent, ensure_ascii=False) if parsed is not None else text
-            return _MessageView(message.role, clean(shown.strip()), clean(shown.strip()), getattr(message, "name", None))
+            shown = clean(_pretty(text, self.spec.json_indent).strip())
+            return _message_view(message.role, shown, name=getattr(message, "name", None))
         if isinstance(message, UserMessage):
-            shown = json.dumps(parsed, indent=self.spec.json_indent, ensure_ascii=False) if parsed is not None else text
+            shown = _pretty(text, self.spec.json_indent)
+            parsed = _json_or_none(text)
             is_event = isinstance(parsed, dict)
             event = parsed.get("type") if is_event and isinstance(parsed.get("type"), str) else None
             simple = parsed["message"] if is_event and isinstance(parsed.get("message"), str) else shown
-            return _MessageView("user", clean(shown.strip()), clean(simple.strip()), _role_name(message.name), event)
+            return _message_view("user", clean(shown.strip()), clean(simple.strip()), _role_name(message.name), event)
         assert isinstance(message, AssistantMessage)
         calls = [self._call_json(call.name, call.arguments, text if i == 0 else None) for i, call in enumerate(message.calls())]
         if not calls and self.spec.inner_thoughts == "top" and text:
             calls = [self._dump({INNER_THOUGHTS_KEY: text})]  # a thoughts-only answer, as the model would write it
             text = ""
-        return _MessageView("assistant", clean(text.strip()), clean(text.strip()), _role_name(message.name),
-                            calls=[clean(c) for c in calls])
+        return _message_view("assistant", clean(text.strip()), name=_role_name(message.name), calls=[clean(c) for c in calls])
 
     def _call_json(self, name: str, arguments: str, thoughts: str | None) -> str:
         """A past call in the exact JSON shape this wrapper asks the model to write."""
