@@ -20,7 +20,7 @@ from llmproxy.errors import (
     UnsupportedRequestError,
 )
 from llmproxy.proxy import chat_completion, get_chat_completion
-from llmproxy.repair import Repaired, repair, repair_json
+from llmproxy.repair import Repaired, repair_json  # llmproxy.repair.repair() also reports the repairs
 from llmproxy.route import Route, build_route
 from llmproxy.types import ChatCompletion, ChatCompletionChunk, ChatRequest
 from llmproxy.wrappers import load_wrapper, wrapper_specs
@@ -51,7 +51,6 @@ __all__ = [
     "chat_completion",
     "get_chat_completion",
     "load_wrapper",
-    "repair",
     "repair_json",
     "wrapper_specs",
 ]

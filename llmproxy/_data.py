@@ -1,4 +1,4 @@
-"""Where the data folders (wrappers/, grammars/, settings/) are.
+"""Where the data folders (wrappers/, grammars/, settings/, scenarios/) are.
 
 In a wheel they ship inside the package (``llmproxy/data/wrappers``); in a source checkout or an editable
 install they sit at the top of the repository. Every loader asks this one function.
@@ -14,7 +14,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 @cache
 def data_dir(kind: str) -> Path:
-    """The folder holding ``kind`` ("wrappers", "grammars" or "settings")."""
+    """The folder holding ``kind`` ("wrappers", "grammars", "settings" or "scenarios")."""
     for candidate in (_PACKAGE / "data" / kind, _PACKAGE.parent / kind):
         if candidate.is_dir():
             return candidate

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from llmproxy import grammar as grammars
 from llmproxy.backends.base import Completion, GenerationParams
+from llmproxy.call_schema import call_json_schema
 from llmproxy.calls import Answer, apply_heartbeat_rule, check_call, parse_answer, response_message
 from llmproxy.errors import (
     ContextWindowExceededError,
@@ -38,7 +39,7 @@ class Plan:
     rendered: Rendered
     params: GenerationParams
     prompt_tokens: TokenCount
-    grammar: str | None  # "generated", a grammar name, or None
+    grammar: str | None  # "generated", "json_schema", a grammar name, or None
     functions: tuple[FunctionDefinition, ...]
     choice: ToolChoice
 
@@ -56,30 +57,53 @@ def _call_mode(route: Route, functions: Sequence[FunctionDefinition], choice: To
     return "required" if choice.mode in ("required", "named") else spec.call
 
 
-def _grammar(route: Route, rendered: Rendered, functions: Sequence[FunctionDefinition], choice: ToolChoice) -> tuple[str | None, str | None]:
-    """(grammar text, label) for this request; None where no grammar applies."""
-    if route.grammar == "none" or rendered.call == "text":
-        return None, None
-    takes_grammar = route.backend.capabilities.grammar
-    if route.grammar == "auto":
-        if not takes_grammar:
-            return None, None  # no constraint possible: the answer still goes through repair and validation
-        text = grammars.build_call_grammar(
+Constraint = Literal["generated", "json_schema", "named"]
+
+
+def _constraint(route: Route, call: CallMode) -> Constraint | None:
+    """How this request's output will be constrained, if at all."""
+    if route.grammar == "none" or call == "text":
+        return None
+    capabilities = route.backend.capabilities
+    if route.grammar != "auto":
+        if not capabilities.grammar:
+            raise UnsupportedRequestError(
+                f"grammar {route.grammar!r} was asked for, but the {route.backend.name} backend does not take "
+                "grammars; use --grammar none or a backend that does (embedded, llamacpp, koboldcpp, webui, vllm)",
+                param="grammar",
+            )
+        return "named"
+    if capabilities.grammar:
+        return "generated"
+    if capabilities.json_schema:
+        return "json_schema"
+    return None  # no constraint possible: the answer still goes through repair and validation
+
+
+def _constrain(settings: dict[str, Any], constraint: Constraint | None, route: Route, rendered: Rendered,
+               functions: Sequence[FunctionDefinition], choice: ToolChoice) -> str | None:
+    """Put the grammar or schema for ``constraint`` into ``settings``; returns its label."""
+    spec = route.wrapper.spec
+    named = choice.name if choice.mode == "named" else None
+    if constraint == "generated":
+        settings["grammar"] = grammars.build_call_grammar(
             [f.model_dump(exclude_none=True) for f in functions],
-            inner_thoughts=route.wrapper.spec.inner_thoughts,
-            choice=choice.name if choice.mode == "named" else ("auto" if rendered.call == "optional" else "required"),
+            inner_thoughts=spec.inner_thoughts,
+            choice=named or ("auto" if rendered.call == "optional" else "required"),
             prefix=rendered.prefix,
         )
-        return text, "generated"
-    if not takes_grammar:
-        raise UnsupportedRequestError(
-            f"grammar {route.grammar!r} was asked for, but the {route.backend.name} backend does not take grammars; "
-            "use --grammar none or a backend that does (embedded, llamacpp, koboldcpp, webui, vllm)",
-            param="grammar",
+        return "generated"
+    if constraint == "json_schema":
+        settings["json_schema"] = call_json_schema(
+            functions, inner_thoughts=spec.inner_thoughts, optional=rendered.call == "optional", only=named
         )
-    text = grammars.load_grammar(route.grammar)
-    grammars.validate_grammar(text)
-    return text, route.grammar
+        return "json_schema"
+    if constraint == "named":
+        text = grammars.load_grammar(route.grammar)
+        grammars.validate_grammar(text)
+        settings["grammar"] = text
+        return route.grammar
+    return None
 
 
 def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> Plan:
@@ -87,14 +111,15 @@ def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> 
     functions = tuple(request.function_definitions())
     choice = request.choice()
     call = _call_mode(route, functions, choice)
+    constraint = _constraint(route, call)
     rendered = route.wrapper.render(
         request.messages,
         functions,
         call=call,
         first_message=first_message,
         force_function=choice.name if choice.mode == "named" else None,
+        primed=constraint != "json_schema",  # a JSON schema constrains a whole object, not a continuation
     )
-    grammar_text, grammar_label = _grammar(route, rendered, functions, choice)
 
     prompt_tokens = count_tokens(rendered.prompt, route.backend)
     room = route.context_window - prompt_tokens.tokens
@@ -112,12 +137,11 @@ def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> 
         if value is not None
     }
     settings = resolve_settings(route.backend.name, deep_merge(route.settings, from_request))
-    if grammar_text is not None:
-        settings["grammar"] = grammar_text
+    constraint_label = _constrain(settings, constraint, route, rendered, functions, choice)
     stops = list(dict.fromkeys([*rendered.stop, *(settings.get("stop") or []), *request.stop_list()]))
     settings["stop"] = stops
     settings["max_tokens"] = min(settings.get("max_tokens") or room, room)  # the answer must fit too
-    return Plan(request, route, rendered, to_generation_params(settings), prompt_tokens, grammar_label, functions, choice)
+    return Plan(request, route, rendered, to_generation_params(settings), prompt_tokens, constraint_label, functions, choice)
 
 
 def finish(plan: Plan, completion: Completion) -> ChatCompletion:

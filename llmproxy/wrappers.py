@@ -286,16 +286,18 @@ class Wrapper:
         call: CallMode | None = None,
         first_message: bool = False,
         force_function: str | None = None,
+        primed: bool = True,
     ) -> Rendered:
         """Render the conversation into the prompt this model family expects.
 
         ``call`` overrides the wrapper's call mode (``text`` = answer in plain text, no functions shown).
         ``force_function`` primes the answer with that function's name where the format allows it.
+        ``primed=False`` leaves the assistant prefix out, for backends that must produce a whole object.
         """
         mode: CallMode = call or self.spec.call
         if not functions:
             mode = "text"
-        prefix = self.prefix(mode, first_message=first_message, force_function=force_function)
+        prefix = self.prefix(mode, first_message=first_message, force_function=force_function) if primed else ""
         system, history = self._split_system(messages)
         context = {
             "system": system,

@@ -181,3 +181,38 @@ def test_a_bad_answer_does_not_harm_the_next_request(memgpt_functions):
 def test_empty_answer_is_an_error(memgpt_functions):
     with pytest.raises(OutputParseError, match="empty answer"):
         chat_completion(_request(memgpt_functions), _route(ScriptedBackend(Completion("  "))))
+
+
+def test_json_schema_backends_get_the_call_schema_and_an_unprimed_prompt(memgpt_functions):
+    import jsonschema
+
+    backend = ScriptedBackend(Completion('{"function": "send_message", "params": {"inner_thoughts": "hi", "message": "Hello!"}}'))
+    backend.capabilities = Capabilities(json_schema=True)
+    route = _route(backend)
+    route.grammar = "auto"
+    response = chat_completion(_request(memgpt_functions), route)
+    prompt, params = backend.calls[0]
+    assert prompt.endswith("<|im_start|>assistant") and params.grammar is None
+    assert response.llmproxy.grammar == "json_schema"
+    assert response.choices[0].message.tool_calls[0].function.name == "send_message"
+    good = {"function": "send_message", "params": {"inner_thoughts": "x", "message": "y"}}
+    jsonschema.validate(good, params.json_schema)
+    for bad in ({"function": "send_message", "params": {"message": "y"}},
+                {"function": "nope", "params": {"inner_thoughts": "x"}},
+                {"function": "send_message", "params": {"inner_thoughts": "x", "message": "y"}, "extra": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, params.json_schema)
+
+
+def test_call_schema_allows_thoughts_only_when_the_call_is_optional(function_definitions):
+    import jsonschema
+
+    from llmproxy.call_schema import call_json_schema
+
+    optional = call_json_schema(function_definitions, inner_thoughts="top", optional=True)
+    jsonschema.validate({"inner_thoughts": "nothing to do"}, optional)
+    required = call_json_schema(function_definitions, inner_thoughts="top", optional=False)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"inner_thoughts": "nothing to do"}, required)
+    named = call_json_schema(function_definitions, inner_thoughts="none", optional=False, only="send_message")
+    assert named["properties"]["function"] == {"const": "send_message"}

@@ -28,6 +28,7 @@ class GenerationParams:
     top_p: float | None = None
     seed: int | None = None
     grammar: str | None = None
+    json_schema: dict[str, Any] | None = None  # for backends that constrain by JSON schema (Ollama's format)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -59,6 +60,7 @@ class Capabilities:
     streaming: bool = True
     tokenizer: bool = False  # count_tokens() uses the model's own tokenizer
     json_schema: bool = False  # accepts a JSON schema as a constraint (Ollama's ``format``)
+    concurrent: bool = True  # serves several generations at once (False: one at a time, callers queue)
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ llama-cpp-python keeps the evaluated tokens and only evaluates what changed.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import threading
 from collections.abc import Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,25 @@ class _LoadedModel:
         self.path = path
 
 
-@lru_cache(maxsize=4)
+_models: dict[tuple[Path, int], _LoadedModel] = {}
+_models_lock = threading.Lock()
+
+
 def _load(path: Path, n_ctx: int) -> _LoadedModel:
-    return _LoadedModel(path, n_ctx)
+    """The loaded model for (path, n_ctx), loading it on first use."""
+    with _models_lock:
+        if (path, n_ctx) not in _models:
+            if not _models:
+                atexit.register(_close_all)
+            _models[(path, n_ctx)] = _LoadedModel(path, n_ctx)
+        return _models[(path, n_ctx)]
+
+
+def _close_all() -> None:
+    """Free the models while the interpreter is still whole (llama.cpp's own finaliser fails at exit)."""
+    for model in _models.values():
+        model.llama.close()
+    _models.clear()
 
 
 def _token_count(model: _LoadedModel, text: str) -> int:
@@ -67,7 +83,7 @@ class EmbeddedBackend(Backend):
     """llama-cpp-python in this process."""
 
     name = "embedded"
-    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, concurrent=False)
 
     def __init__(self, endpoint: str | None = None, *, model: str | None = None, context_window: int | None = None,
                  **_ignored: Any) -> None:

@@ -1,0 +1,126 @@
+"""Scenario evaluation: run a suite of conversations through a route and score the answers.
+
+A scenario is one line of JSONL: an OpenAI chat request (``messages`` plus ``tools``/``tool_choice`` or
+``functions``/``function_call``), a ``name``, and ``expect`` - the function that should be called
+(null when any valid call is right, or when the choice is ``none`` and no call is right). The built-in
+suite is ``scenarios/builtin.jsonl``. This is how to pick a wrapper and grammar mode for a model.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmproxy._data import data_dir
+from llmproxy.errors import ConfigurationError, InvalidRequestError, LLMProxyError
+from llmproxy.proxy import chat_completion, parse_request
+from llmproxy.route import Route
+from llmproxy.types import ChatRequest
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    request: ChatRequest
+    expect: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    scenario: str
+    valid: bool  # a schema-valid call (or, for tool_choice none, a plain answer and no call)
+    correct: bool  # valid, and the expected function (when one is expected)
+    function: str | None
+    arguments: dict[str, Any] | None
+    repairs: tuple[str, ...]
+    latency_s: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Summary:
+    wrapper: str
+    grammar: str
+    total: int
+    valid: int
+    correct: int
+    repaired: int
+    mean_latency_s: float
+
+
+def builtin_scenarios_path() -> Path:
+    return data_dir("scenarios") / "builtin.jsonl"
+
+
+def load_scenarios(path: Path | None = None) -> list[Scenario]:
+    """Scenarios from a JSONL file (the built-in suite when ``path`` is None)."""
+    path = path or builtin_scenarios_path()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read scenario file {path}: {exc.strerror}") from exc
+    scenarios = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            expect = row.pop("expect", None)
+            name = row.pop("name", f"line {number}")
+            scenarios.append(Scenario(name, parse_request(row), expect))
+        except (ValueError, AttributeError, InvalidRequestError) as exc:
+            raise ConfigurationError(f"{path}, line {number}: not a valid scenario: {exc}") from exc
+    if not scenarios:
+        raise ConfigurationError(f"{path} holds no scenarios")
+    return scenarios
+
+
+def run_scenario(scenario: Scenario, route: Route) -> Outcome:
+    """Send one scenario through ``route`` and score what comes back."""
+    start = time.perf_counter()
+    try:
+        response = chat_completion(scenario.request, route)
+    except LLMProxyError as exc:
+        return Outcome(scenario.name, False, False, None, None, (), time.perf_counter() - start, exc.message)
+    latency = time.perf_counter() - start
+    message = response.choices[0].message
+    call = message.tool_calls[0].function if message.tool_calls else message.function_call
+    function = call.name if call else None
+    if scenario.request.choice().mode == "none":
+        valid = call is None and bool((message.content or "").strip())
+    else:
+        valid = call is not None  # the pipeline has already checked the arguments against the schema
+    correct = valid and (scenario.expect is None or function == scenario.expect)
+    repairs = tuple(response.llmproxy.repairs) if response.llmproxy else ()
+    arguments = json.loads(call.arguments) if call else None
+    return Outcome(scenario.name, valid, correct, function, arguments, repairs, latency)
+
+
+def evaluate(
+    scenarios: Sequence[Scenario], route: Route, on_done: Callable[[Outcome], None] | None = None
+) -> list[Outcome]:
+    """Run every scenario in order; ``on_done`` is told after each one (for progress bars)."""
+    outcomes = []
+    for scenario in scenarios:
+        outcome = run_scenario(scenario, route)
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+    return outcomes
+
+
+def summarise(outcomes: Sequence[Outcome], route: Route) -> Summary:
+    return Summary(
+        wrapper=route.wrapper.name,
+        grammar=route.grammar,
+        total=len(outcomes),
+        valid=sum(o.valid for o in outcomes),
+        correct=sum(o.correct for o in outcomes),
+        repaired=sum(bool(o.repairs) for o in outcomes),
+        mean_latency_s=statistics.fmean(o.latency_s for o in outcomes) if outcomes else 0.0,
+    )
