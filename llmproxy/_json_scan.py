@@ -110,7 +110,8 @@ def _closes(s: str, j: int, ctx: str) -> bool:
         if ctx == "arr":
             return True
         k2 = _WS.match(s, k + 1).end()
-        return k2 >= n or s[k2] in "\"'\u201c}]{[" or "\n" in s[k + 1 : k2] or bool(_BARE_KEY.match(s, k2))
+        return (k2 >= n or s[k2] in "\"'\u201c}]{[" or "\n" in s[k + 1 : k2] or bool(_BARE_KEY.match(s, k2))
+                or s.startswith(("//", "/*"), k2))
     if c in '"\u201c':  # another string: a missing comma, if it starts a new line (or an array item)
         return ctx == "arr" or "\n" in s[j + 1 : k]
     return s.startswith(("//", "/*"), k)

@@ -97,6 +97,9 @@ CASES = [
     ('  {"a": [1, 2.5, true, null], "b": {}}\n', {"a": [1, 2.5, True, None], "b": {}}, ()),
     ("{}", {}, ()),
     ('{"message": "line one\nline two\ttab"}', {"message": "line one\nline two\ttab"}, ()),
+    # a comment right after a closed string value
+    ('{"function": "send_message", "params": {"message": "Hello there", // greeting\n}}',
+     call("send_message", message="Hello there"), ("strip_comment",)),
     # MemGPT's fixtures
     (MEMGPT_MISSING_BRACE, MEMGPT_BRAD, ("close_brackets",)),
     (MEMGPT_BAD_TOKEN_END, MEMGPT_BRAD, ("strip_suffix",)),
