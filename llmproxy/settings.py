@@ -1,8 +1,12 @@
-"""Layered generation settings: settings/<backend>.json -> user file -> per-call settings.
+r"""Layered generation settings: settings/<backend>.json -> user file -> per-call settings.
 
 Keys use llmproxy's common names (``max_tokens``, ``stop``, ``temperature``, ``top_p``, ``seed``,
 ``grammar``) or the backend's own names, which pass through untouched. Layers merge deeply and every
 call gets a fresh copy, so nothing a request does can leak into the next one.
+
+The shipped defaults (``settings/<backend>.json``) carry MemGPT's 14 stop strings, ending with the
+``"  }\n}\n"`` cut that stops a model after one function-call object, a max_tokens the caller clamps
+to the context window, and moderate sampler values.
 
 The user file is JSON at ``$LLMPROXY_SETTINGS`` or ``~/.config/llmproxy/settings.json``. Its top-level
 keys apply to every backend; a key named after a backend (``"llamacpp": {...}``) applies to that one
@@ -23,7 +27,7 @@ from llmproxy.backends.base import GenerationParams
 from llmproxy.errors import ConfigurationError
 
 USER_SETTINGS_ENV = "LLMPROXY_SETTINGS"
-COMMON_KEYS = ("max_tokens", "stop", "temperature", "top_p", "seed", "grammar")
+COMMON_KEYS = ("max_tokens", "stop", "temperature", "top_p", "seed", "grammar", "json_schema")
 
 
 def user_settings_path() -> Path:
@@ -85,8 +89,33 @@ def resolve_settings(backend: str, call_settings: dict[str, Any] | None = None) 
     return deep_merge(merged, call_settings or {})
 
 
+# Type each common key must have; a wrong one would otherwise surface as a backend's cryptic 422.
+_COMMON_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "max_tokens": ((int,), "an integer"),
+    "temperature": ((int, float), "a number"),
+    "top_p": ((int, float), "a number"),
+    "seed": ((int,), "an integer"),
+    "grammar": ((str,), "a string"),
+}
+
+
+def _check_common(settings: dict[str, Any]) -> None:
+    for key, (types, what) in _COMMON_TYPES.items():
+        value = settings.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            raise ConfigurationError(f"setting {key!r} must be {what}, not {value!r}")
+    if settings.get("max_tokens") is not None and settings["max_tokens"] < 1:
+        raise ConfigurationError(f"setting 'max_tokens' must be at least 1, not {settings['max_tokens']}")
+    stop = settings.get("stop")
+    if stop is not None and not isinstance(stop, str) and (
+        not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)
+    ):
+        raise ConfigurationError(f"setting 'stop' must be a string or a list of strings, not {stop!r}")
+
+
 def to_generation_params(settings: dict[str, Any]) -> GenerationParams:
     """Split resolved settings into the common parameters and the backend-specific rest."""
+    _check_common(settings)
     stop = settings.get("stop") or []
     if isinstance(stop, str):
         stop = [stop]
@@ -98,5 +127,6 @@ def to_generation_params(settings: dict[str, Any]) -> GenerationParams:
         top_p=settings.get("top_p"),
         seed=settings.get("seed"),
         grammar=settings.get("grammar"),
+        json_schema=settings.get("json_schema"),
         extra=extra,
     )

@@ -1,0 +1,117 @@
+"""The OpenAI-compatible completion API that text-generation-webui, LM Studio and vLLM all speak.
+
+Pure request building and reply parsing (unit-tested with no server), and ``OpenAICompletionsBackend``,
+the base the three backend modules specialise with their own extra fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
+from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends.base import Completion, FinishReason, GenerationParams, ProbeResult, StreamDelta
+
+
+def openai_request(
+    params: GenerationParams,
+    input_fields: dict[str, Any],
+    *,
+    model: str | None,
+    stream: bool,
+    fields: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A /v1/completions (``input_fields={"prompt": ...}``) or /v1/chat/completions body.
+
+    Backend-specific settings go in first, so the translated common parameters win over them.
+    """
+    body = dict(params.extra)
+    body.update(input_fields)
+    body["max_tokens"] = max_tokens(params)
+    body["stream"] = stream
+    if stream:
+        body["stream_options"] = {"include_usage": True}  # else usage never arrives in a stream
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if model:
+        body["model"] = model
+    body.update(sampler_fields(params, {}))
+    body.update(fields or {})
+    return body
+
+
+def finish_reason(value: Any) -> FinishReason | None:
+    """OpenAI-style finish reason -> ours; koboldcpp sends the string "null" mid-stream."""
+    if value is None or value in ("null", ""):
+        return None
+    return "length" if value == "length" else "stop"
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    if "text" in choice:
+        return choice["text"] or ""
+    part = choice.get("message") or choice.get("delta") or {}
+    return part.get("content") or ""
+
+
+def _usage(payload: dict[str, Any]) -> tuple[int | None, int | None]:
+    usage = payload.get("usage") or {}
+    return usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+
+def parse_completion(payload: dict[str, Any]) -> Completion:
+    choice = payload["choices"][0]
+    prompt_tokens, completion_tokens = _usage(payload)
+    return Completion(_choice_text(choice), finish_reason(choice.get("finish_reason")) or "stop",
+                      prompt_tokens, completion_tokens)
+
+
+def parse_chunk(payload: dict[str, Any]) -> StreamDelta:
+    """One streamed chunk; a usage-only chunk (``choices: []``) carries just the counts."""
+    prompt_tokens, completion_tokens = _usage(payload)
+    if not payload["choices"]:
+        return StreamDelta("", None, prompt_tokens, completion_tokens)
+    choice = payload["choices"][0]
+    return StreamDelta(_choice_text(choice), finish_reason(choice.get("finish_reason")),
+                       prompt_tokens, completion_tokens)
+
+
+def parse_models(payload: dict[str, Any], wanted: str | None) -> tuple[list[str], dict[str, Any] | None]:
+    """The served model ids from /v1/models, and the entry for ``wanted`` (else the first one)."""
+    entries = payload["data"]
+    ids = [entry["id"] for entry in entries]
+    match = [entry for entry in entries if entry["id"] == wanted] if wanted else entries[:1]
+    return ids, (match[0] if match else None)
+
+
+class OpenAICompletionsBackend(HTTPBackend):
+    """A backend speaking POST /v1/completions with SSE streaming and GET /v1/models."""
+
+    path = "/v1/completions"
+
+    def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
+        """The request for ``prompt``; no I/O. Subclasses add their own fields."""
+        return openai_request(params, {"prompt": prompt}, model=self.model, stream=stream,
+                              fields=self.grammar_fields(params))
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        payload = self.http.post_json(self.path, self.request_body(prompt, params, stream=False))
+        with self.http.expect_shape(self.http.url(self.path)):
+            return parse_completion(payload)
+
+    def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+        body = self.request_body(prompt, params, stream=True)
+        return self.http.relay_stream(self.path, body, parse_chunk)
+
+    def _probe(self) -> ProbeResult:
+        url = self.http.url("/v1/models")
+        payload = self.http.get_json("/v1/models", timeout=PROBE_TIMEOUT)
+        with self.http.expect_shape(url):
+            ids, entry = parse_models(payload, self.model)
+        return ProbeResult(
+            backend=self.name, url=self.endpoint, up=True,
+            model=entry["id"] if entry else None,
+            context_window=self.configured_context_window or (entry or {}).get("max_model_len"),
+            grammar=self.grammar_key is not None, detail=f"serves: {', '.join(ids)}",
+        )

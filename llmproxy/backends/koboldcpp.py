@@ -1,0 +1,102 @@
+"""koboldcpp through its KoboldAI API: POST /api/v1/generate, streaming from the separate
+/api/extra/generate/stream, /api/extra/tokencount, /api/extra/abort.
+
+Kobold calls the stop strings ``stop_sequence`` (MemGPT sent ``stop``, so they never arrived) and keeps a
+matched stop string in the text unless ``trim_stop`` is set. Its stream frames every event as
+``event: message`` and says ``finish_reason: "null"`` (a string) until the last one; there is no
+``[DONE]``. A stream the caller abandons is aborted on the server, which otherwise keeps generating.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
+from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._openai import finish_reason
+from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult, StreamDelta
+from llmproxy.errors import BackendError, BackendHTTPError
+
+log = logging.getLogger(__name__)
+GENERATE = "/api/v1/generate"
+STREAM = "/api/extra/generate/stream"
+
+
+def generate_request(prompt: str, params: GenerationParams, *, context_window: int | None,
+                     grammar_fields: dict[str, Any], genkey: str | None = None) -> dict[str, Any]:
+    body = dict(params.extra)
+    body["prompt"] = prompt
+    body["max_length"] = max_tokens(params)
+    body["trim_stop"] = True
+    if params.stop:
+        body["stop_sequence"] = list(params.stop)
+    if context_window:
+        body["max_context_length"] = context_window
+    if genkey:
+        body["genkey"] = genkey  # names this generation, so abort stops it and no other user's
+    body.update(sampler_fields(params, {"seed": "sampler_seed"}))
+    body.update(grammar_fields)
+    return body
+
+
+def parse_generate(payload: dict[str, Any]) -> Completion:
+    """Token counts appear in results from about v1.80; older versions report none."""
+    result = payload["results"][0]
+    return Completion(result["text"], finish_reason(result.get("finish_reason")) or "stop",
+                      result.get("prompt_tokens"), result.get("completion_tokens"))
+
+
+def parse_stream_event(payload: dict[str, Any]) -> StreamDelta:
+    return StreamDelta(payload["token"], finish_reason(payload.get("finish_reason")),
+                       payload.get("prompt_tokens"), payload.get("completion_tokens"))
+
+
+class KoboldCppBackend(HTTPBackend):
+    name = "koboldcpp"
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    grammar_key = "grammar"
+    endpoint_suffixes = ("/v1", "/api")  # Kobold clients are usually given http://host:5001/api
+
+    def request_body(self, prompt: str, params: GenerationParams, genkey: str | None = None) -> dict[str, Any]:
+        return generate_request(prompt, params, context_window=self.configured_context_window,
+                                grammar_fields=self.grammar_fields(params), genkey=genkey)
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        payload = self.http.post_json(GENERATE, self.request_body(prompt, params))
+        with self.http.expect_shape(self.http.url(GENERATE)):
+            return parse_generate(payload)
+
+    def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+        genkey = f"KCPP{secrets.token_hex(4)}"
+        body = self.request_body(prompt, params, genkey)
+        try:
+            yield from self.http.relay_stream(STREAM, body, parse_stream_event)
+        except GeneratorExit:
+            self._abort(genkey)
+            raise
+
+    def _abort(self, genkey: str) -> None:
+        try:
+            self.http.post_json("/api/extra/abort", {"genkey": genkey}, timeout=self.http.connect_timeout)
+        except BackendError as exc:  # best effort: the caller is already gone
+            log.warning("could not abort the abandoned koboldcpp generation: %s", exc)
+
+    def _count_tokens(self, text: str) -> int:
+        payload = self.http.post_json("/api/extra/tokencount", {"prompt": text})
+        with self.http.expect_shape(self.http.url("/api/extra/tokencount")):
+            return int(payload["value"])
+
+    def _probe(self) -> ProbeResult:
+        model = self.http.get_json("/api/v1/model", timeout=PROBE_TIMEOUT)
+        try:
+            window = self.http.get_json("/api/extra/true_max_context_length", timeout=PROBE_TIMEOUT)
+        except BackendHTTPError:
+            window = {}  # versions before the endpoint existed
+        with self.http.expect_shape(self.http.url("/api/v1/model")):
+            name = str(model["result"]).removeprefix("koboldcpp/")
+            served = window.get("value")
+        return ProbeResult(backend=self.name, url=self.endpoint, up=True, model=name,
+                           context_window=self.configured_context_window or served, grammar=True)

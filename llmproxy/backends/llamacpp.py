@@ -1,0 +1,114 @@
+"""llama.cpp's own server (``llama-server``): POST /completion, /tokenize, /props, /health.
+
+The native endpoint is used rather than /v1/completions because it exists in every server version,
+reports the stop reason and token counts, and takes ``grammar`` directly. Its stream is SSE without a
+``[DONE]`` marker: the event with ``stop: true`` ends it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
+from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends.base import (
+    Capabilities,
+    Completion,
+    FinishReason,
+    GenerationParams,
+    ProbeResult,
+    StreamDelta,
+)
+from llmproxy.errors import BackendHTTPError, ContextWindowExceededError
+
+PATH = "/completion"
+
+
+def completion_request(prompt: str, params: GenerationParams, *, model: str | None, stream: bool,
+                       grammar_fields: dict[str, Any]) -> dict[str, Any]:
+    body = dict(params.extra)
+    body["prompt"] = prompt
+    body["n_predict"] = max_tokens(params)
+    body["stream"] = stream
+    if params.stop:
+        body["stop"] = list(params.stop)
+    if model:
+        body["model"] = model  # only matters in router mode; ignored otherwise
+    body.update(sampler_fields(params, {}))
+    body.update(grammar_fields)
+    return body
+
+
+def _finish_reason(payload: dict[str, Any]) -> FinishReason:
+    # ``stop_type`` since late 2024; boolean ``stopped_limit`` before.
+    return "length" if payload.get("stop_type") == "limit" or payload.get("stopped_limit") else "stop"
+
+
+def _refuse_truncated(payload: dict[str, Any]) -> None:
+    # Old servers cut an over-long prompt instead of refusing it; an answer to half a prompt is worse
+    # than an error the agent knows how to handle (summarise and retry).
+    if payload.get("truncated"):
+        window = (payload.get("generation_settings") or {}).get("n_ctx") or 0
+        raise ContextWindowExceededError(payload.get("tokens_evaluated") or 0, window,
+                                         detail="llama.cpp cut the prompt to fit (truncated: true).")
+
+
+def _final(payload: dict[str, Any], text: str) -> StreamDelta:
+    _refuse_truncated(payload)
+    # ``tokens_evaluated`` was often 0 in late-2023 servers: 0 prompt tokens means "not reported".
+    return StreamDelta(text, _finish_reason(payload), payload.get("tokens_evaluated") or None,
+                       payload.get("tokens_predicted"))
+
+
+def parse_completion(payload: dict[str, Any]) -> Completion:
+    final = _final(payload, payload["content"])
+    return Completion(final.text, final.finish_reason or "stop", final.prompt_tokens, final.completion_tokens)
+
+
+def parse_stream_event(payload: dict[str, Any]) -> StreamDelta:
+    """A text delta, or the closing event (``stop: true``) with the reason and counts."""
+    return _final(payload, payload.get("content", "")) if payload["stop"] else StreamDelta(payload["content"])
+
+
+def parse_props(payload: dict[str, Any]) -> tuple[str | None, int | None]:
+    """(model file name, per-slot context size) from GET /props, old or new layout."""
+    settings = payload.get("default_generation_settings") or {}
+    path = payload.get("model_path") or settings.get("model")
+    return (re.split(r"[\\/]", path)[-1] if path else None), settings.get("n_ctx")
+
+
+class LlamaCppBackend(HTTPBackend):
+    name = "llamacpp"
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    grammar_key = "grammar"
+
+    def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
+        return completion_request(prompt, params, model=self.model, stream=stream,
+                                  grammar_fields=self.grammar_fields(params))
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        payload = self.http.post_json(PATH, self.request_body(prompt, params, stream=False))
+        with self.http.expect_shape(self.http.url(PATH)):
+            return parse_completion(payload)
+
+    def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+        return self.http.relay_stream(PATH, self.request_body(prompt, params, stream=True), parse_stream_event)
+
+    def _count_tokens(self, text: str) -> int:
+        # add_special: count the BOS token /completion adds too (older servers ignore the flag).
+        payload = self.http.post_json("/tokenize", {"content": text, "add_special": True})
+        with self.http.expect_shape(self.http.url("/tokenize")):
+            return len(payload["tokens"])
+
+    def _probe(self) -> ProbeResult:
+        self.http.get_json("/health", timeout=PROBE_TIMEOUT)  # 503 while the model loads
+        try:
+            props = self.http.get_json("/props", timeout=PROBE_TIMEOUT)
+        except BackendHTTPError:
+            props = {}
+        with self.http.expect_shape(self.http.url("/props")):
+            model, n_ctx = parse_props(props)
+        return ProbeResult(backend=self.name, url=self.endpoint, up=True, model=model or self.model,
+                           context_window=self.configured_context_window or n_ctx, grammar=True)

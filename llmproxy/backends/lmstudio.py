@@ -1,0 +1,52 @@
+"""LM Studio: POST /v1/completions (``lmstudio``) or, for LM Studio <= 0.2.8, the whole prompt as one
+user message to /v1/chat/completions (``lmstudio-legacy``).
+
+LM Studio takes no grammar. MemGPT's ``input_prefix``/``lmstudio.context_overflow_policy`` extensions are
+not sent: current versions reject the numeric policy. The context size is only found in the native
+/api/v0/models listing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._openai import OpenAICompletionsBackend, openai_request
+from llmproxy.backends.base import Capabilities, GenerationParams, ProbeResult
+from llmproxy.errors import BackendError
+
+
+def loaded_context_length(payload: dict[str, Any], model: str | None) -> int | None:
+    """``max_context_length`` of ``model`` (else of the loaded model) in an /api/v0/models listing."""
+    for entry in payload.get("data", []):
+        if entry.get("id") == model or (model is None and entry.get("state") == "loaded"):
+            return entry.get("max_context_length")
+    return None
+
+
+class LMStudioBackend(OpenAICompletionsBackend):
+    name = "lmstudio"
+    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False)
+
+    def _probe(self) -> ProbeResult:
+        result = super()._probe()
+        if result.context_window is not None:
+            return result
+        try:
+            native = self.http.get_json("/api/v0/models", timeout=PROBE_TIMEOUT)
+        except BackendError:
+            return result  # older LM Studio: no native API, context size unknown
+        with self.http.expect_shape(self.http.url("/api/v0/models")):
+            window = loaded_context_length(native, self.model)
+        return ProbeResult(backend=result.backend, url=result.url, up=True, model=result.model,
+                           context_window=window, grammar=False, detail=result.detail)
+
+
+class LMStudioLegacyBackend(LMStudioBackend):
+    name = "lmstudio-legacy"
+    path = "/v1/chat/completions"
+
+    def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
+        self.grammar_fields(params)  # refuses a grammar
+        messages = [{"role": "user", "content": prompt}]
+        return openai_request(params, {"messages": messages}, model=self.model, stream=stream)

@@ -1,0 +1,97 @@
+"""Ollama: POST /api/generate in raw mode (the prompt is already rendered), NDJSON streaming.
+
+The model name is required. Sampler settings belong inside ``options``; the few request-level keys
+(``keep_alive``, ``format`` ...) stay at the top. Ollama takes no GBNF grammar, only a JSON schema as
+``format``. Raw mode refuses ``system``/``template``/``context``, so they are never sent. An over-long
+prompt is cut silently by Ollama, so configure ``context_window`` (sent as ``num_ctx``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
+from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult, StreamDelta
+from llmproxy.errors import BackendHTTPError
+
+PATH = "/api/generate"
+TOP_LEVEL_KEYS = frozenset({"keep_alive", "format", "think", "truncate", "shift", "logprobs", "top_logprobs"})
+
+
+def generate_request(prompt: str, params: GenerationParams, *, model: str, stream: bool,
+                     context_window: int | None) -> dict[str, Any]:
+    options = {k: v for k, v in params.extra.items() if k not in TOP_LEVEL_KEYS and k != "options"}
+    options.update(params.extra.get("options") or {})
+    options["num_predict"] = max_tokens(params)
+    if params.stop:
+        options["stop"] = list(params.stop)
+    if context_window:
+        options["num_ctx"] = context_window
+    options.update(sampler_fields(params, {}))
+    body = {k: v for k, v in params.extra.items() if k in TOP_LEVEL_KEYS}
+    if params.json_schema is not None:
+        body["format"] = params.json_schema  # structured output: the call object's schema
+    body.update(model=model, prompt=prompt, raw=True, stream=stream, options=options)
+    return body
+
+
+def _counts(payload: dict[str, Any]) -> tuple[int | None, int | None]:
+    # Both are omitted when zero (e.g. a fully cached prompt): absent means "not reported".
+    return payload.get("prompt_eval_count"), payload.get("eval_count")
+
+
+def parse_generate(payload: dict[str, Any]) -> Completion:
+    reason = "length" if payload.get("done_reason") == "length" else "stop"
+    return Completion(payload["response"], reason, *_counts(payload))
+
+
+def parse_stream_line(payload: dict[str, Any]) -> StreamDelta:
+    if not payload["done"]:
+        return StreamDelta(payload["response"])
+    return StreamDelta(payload.get("response", ""), parse_generate(payload).finish_reason, *_counts(payload))
+
+
+def num_ctx_parameter(show: dict[str, Any]) -> int | None:
+    """``num_ctx`` from the Modelfile parameters in an /api/show answer (the served context, unlike
+    ``model_info``'s training context)."""
+    match = re.search(r"^num_ctx\s+(\d+)", show.get("parameters") or "", re.M)
+    return int(match.group(1)) if match else None
+
+
+class OllamaBackend(HTTPBackend):
+    name = "ollama"
+    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, json_schema=True)
+    endpoint_suffixes = ("/v1", "/api")
+    model_hint = "e.g. model='dolphin2.2-mistral:7b-q6_K'; `ollama list` shows the models you have"
+
+    def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
+        self.grammar_fields(params)  # refuses a grammar
+        return generate_request(prompt, params, model=str(self.model), stream=stream,
+                                context_window=self.configured_context_window)
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        payload = self.http.post_json(PATH, self.request_body(prompt, params, stream=False))
+        with self.http.expect_shape(self.http.url(PATH)):
+            return parse_generate(payload)
+
+    def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+        body = self.request_body(prompt, params, stream=True)
+        return self.http.relay_stream(PATH, body, parse_stream_line, framing="ndjson")
+
+    def _probe(self) -> ProbeResult:
+        version = self.http.get_json("/api/version", timeout=PROBE_TIMEOUT)
+        try:
+            show = self.http.post_json("/api/show", {"model": self.model}, timeout=PROBE_TIMEOUT)
+        except BackendHTTPError as exc:
+            if exc.status != 404:
+                raise
+            return ProbeResult(backend=self.name, url=self.endpoint, up=False, model=self.model,
+                               detail=f"model {self.model!r} is not installed; run `ollama pull {self.model}`")
+        with self.http.expect_shape(self.http.url("/api/show")):
+            window = self.configured_context_window or num_ctx_parameter(show)
+            detail = f"ollama {version['version']}"
+        return ProbeResult(backend=self.name, url=self.endpoint, up=True, model=self.model,
+                           context_window=window, grammar=False, detail=detail)

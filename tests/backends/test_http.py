@@ -1,0 +1,347 @@
+"""The shared HTTP layer: endpoints, auth, line/SSE readers, error translation, stream hygiene."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from llmproxy.backends import create_backend
+from llmproxy.backends._http import HTTPClient, auth_headers, iter_lines, iter_sse, normalize_endpoint
+from llmproxy.backends._replies import context_overflow, error_message
+from llmproxy.backends.base import GenerationParams
+from llmproxy.errors import (
+    BackendConnectionError,
+    BackendError,
+    BackendHTTPError,
+    BackendProtocolError,
+    BackendTimeoutError,
+    ConfigurationError,
+    ContextWindowExceededError,
+)
+
+from .conftest import sse
+
+HTTP_BACKENDS = ["llamacpp", "koboldcpp", "ollama", "webui", "webui-legacy", "lmstudio", "lmstudio-legacy", "vllm"]
+PARAMS = GenerationParams(max_tokens=8)
+
+# --- endpoints -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("typed", [
+    "http://localhost:5000", "http://localhost:5000/", "http://localhost:5000/v1", "http://localhost:5000/v1/",
+    "  http://localhost:5000/v1//  ",
+])
+def test_endpoint_forms_normalise_to_the_base_url(typed):
+    assert normalize_endpoint(typed, "webui") == "http://localhost:5000"
+
+
+def test_endpoint_keeps_a_path_prefix_and_https():
+    assert normalize_endpoint("https://gpu.example.com/llm/v1", "vllm") == "https://gpu.example.com/llm"
+
+
+def test_api_prefix_is_stripped_only_for_backends_whose_paths_start_with_it():
+    assert create_backend("koboldcpp", endpoint="http://h:5001/api").endpoint == "http://h:5001"
+    assert create_backend("koboldcpp", endpoint="http://h:5001/api/v1/").endpoint == "http://h:5001"
+    assert create_backend("ollama", endpoint="http://h:11434/api", model="m").endpoint == "http://h:11434"
+    assert create_backend("vllm", endpoint="http://h/api").endpoint == "http://h/api"
+
+
+def test_endpoint_without_scheme_says_what_to_type():
+    with pytest.raises(ConfigurationError) as info:
+        normalize_endpoint("localhost:5000", "webui")
+    assert "http://localhost:5000" in str(info.value)
+    assert "no scheme" in str(info.value)
+
+
+@pytest.mark.parametrize("typed", ["ftp://localhost:21", "http://", "http:///v1"])
+def test_endpoint_that_is_not_http_is_refused(typed):
+    with pytest.raises(ConfigurationError, match="http"):
+        normalize_endpoint(typed, "vllm")
+
+
+@pytest.mark.parametrize("backend,port", [
+    ("webui", 5000), ("webui-legacy", 5000), ("lmstudio", 1234), ("lmstudio-legacy", 1234),
+    ("llamacpp", 8080), ("koboldcpp", 5001), ("ollama", 11434), ("vllm", 8000),
+])
+def test_default_endpoint_per_backend(backend, port):
+    assert create_backend(backend, model="m").endpoint == f"http://localhost:{port}"
+
+
+# --- auth ------------------------------------------------------------------------------------
+
+
+def test_auth_header_styles():
+    assert auth_headers(None, None) == {}
+    assert auth_headers("bearer_token", "s3cret") == {"Authorization": "Bearer s3cret"}
+    assert auth_headers("api_key", "s3cret") == {"api-key": "s3cret"}
+
+
+@pytest.mark.parametrize("auth_type,key,words", [("bearer_token", None, "needs an auth_key"),
+                                                 ("basic", "k", "unknown auth_type")])
+def test_bad_auth_configuration(auth_type, key, words):
+    with pytest.raises(ConfigurationError, match=words):
+        auth_headers(auth_type, key)
+
+
+@pytest.mark.parametrize("auth_type,header,value", [("bearer_token", "Authorization", "Bearer k1"),
+                                                    ("api_key", "Api-Key", "k1")])
+def test_auth_header_reaches_the_server(fake, auth_type, header, value):
+    fake.json("/completion", {"content": "x", "stop": True, "stop_type": "eos"})
+    create_backend("llamacpp", endpoint=fake.url, auth_type=auth_type, auth_key="k1").complete("p", PARAMS)
+    assert fake.headers[0][header] == value
+
+
+# --- line and SSE readers --------------------------------------------------------------------
+
+
+def test_lines_split_on_lf_and_crlf_even_across_network_chunks():
+    chunks = [b"data: a\r", b"\n\r\ndata: b\n", b"\ndata: c"]
+    assert list(iter_lines(chunks)) == ["data: a", "", "data: b", "", "data: c"]
+
+
+def test_lines_do_not_split_at_unicode_line_separators():
+    text = "data: {\"t\": \"a\u2028b\u0085c\x0cd\"}\n"
+    assert list(iter_lines([text.encode()])) == [text[:-1]]
+
+
+def test_lines_survive_a_multibyte_character_split_across_chunks():
+    raw = "data: é\n".encode()
+    assert list(iter_lines([raw[:7], raw[7:]])) == ["data: é"]
+
+
+def test_sse_events_types_comments_multiline_and_missing_final_blank_line():
+    lines = [": ping", "event: message", "data: {\"a\": 1}", "", "data: x", "data: y", "", "data: [DONE]"]
+    assert list(iter_sse(lines)) == [("message", '{"a": 1}'), ("message", "x\ny"), ("message", "[DONE]")]
+
+
+def test_sse_old_llamacpp_error_line_is_an_error_event():
+    assert list(iter_sse(['error: {"message": "boom"}', ""])) == [("error", '{"message": "boom"}')]
+
+
+# --- error translation -----------------------------------------------------------------------
+
+
+def test_refused_connection_names_backend_url_and_what_to_check(closed_port):
+    backend = create_backend("webui", endpoint=f"http://127.0.0.1:{closed_port}")
+    with pytest.raises(BackendConnectionError) as info:
+        backend.complete("p", PARAMS)
+    message = str(info.value)
+    assert f"127.0.0.1:{closed_port}/v1/completions" in message
+    assert "webui" in message and "is the server running" in message
+    assert info.value.backend == "webui" and info.value.url.endswith("/v1/completions")
+
+
+def test_refused_connection_while_streaming(closed_port):
+    backend = create_backend("llamacpp", endpoint=f"http://127.0.0.1:{closed_port}")
+    with pytest.raises(BackendConnectionError):
+        list(backend.stream("p", PARAMS))
+
+
+def test_read_timeout(fake):
+    fake.slow("/completion", 1.5)
+    backend = create_backend("llamacpp", endpoint=fake.url, read_timeout=0.3)
+    with pytest.raises(BackendTimeoutError) as info:
+        backend.complete("p", PARAMS)
+    assert "0.3s" in str(info.value) and "read_timeout" in str(info.value)
+
+
+def test_connect_timeout_is_its_own_message():
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectTimeout("timed out", request=request)
+
+    backend = create_backend("vllm", model="m", connect_timeout=0.5, transport=httpx.MockTransport(refuse))
+    with pytest.raises(BackendTimeoutError, match="did not accept a connection within 0.5s"):
+        backend.complete("p", PARAMS)
+
+
+@pytest.mark.parametrize("status,hint", [(500, "server's log"), (502, "server's log"),
+                                         (503, "busy or still loading"), (401, "auth_key"),
+                                         (404, "backend type")])
+def test_http_error_status(fake, status, hint):
+    fake.raw("/v1/completions", b"upstream exploded", status=status, content_type="text/plain")
+    with pytest.raises(BackendHTTPError) as info:
+        create_backend("vllm", endpoint=fake.url, model="m").complete("p", PARAMS)
+    error = info.value
+    assert error.status == status and error.body == "upstream exploded"
+    assert f"HTTP {status}" in str(error) and "upstream exploded" in str(error) and hint in str(error)
+
+
+def test_garbage_body(fake):
+    fake.raw("/v1/completions", b"<html><body>It works!</body></html>", content_type="text/html")
+    with pytest.raises(BackendProtocolError, match="not JSON.*vllm server"):
+        create_backend("vllm", endpoint=fake.url, model="m").complete("p", PARAMS)
+
+
+def test_json_of_the_wrong_shape(fake):
+    fake.json("/v1/completions", {"results": [{"text": "kobold shape"}]})
+    with pytest.raises(BackendProtocolError, match="shape"):
+        create_backend("vllm", endpoint=fake.url, model="m").complete("p", PARAMS)
+
+
+def test_stream_that_ends_early_is_an_error_not_a_short_answer(fake):
+    fake.stream("/v1/completions", sse({"choices": [{"index": 0, "text": "Hel", "finish_reason": None}]},
+                                       done=False))
+    backend = create_backend("vllm", endpoint=fake.url, model="m")
+    got = []
+    with pytest.raises(BackendProtocolError, match="ended after 1 events"):
+        for delta in backend.stream("p", PARAMS):
+            got.append(delta.text)
+    assert got == ["Hel"]
+
+
+def test_stream_whose_connection_breaks_mid_body(fake):
+    fake.stream("/v1/completions", sse({"choices": [{"index": 0, "text": "Hel", "finish_reason": None}]},
+                                       done=False), then_fail=True)
+    with pytest.raises(BackendProtocolError, match="broke off"):
+        list(create_backend("vllm", endpoint=fake.url, model="m").stream("p", PARAMS))
+
+
+def test_stream_event_that_is_not_json(fake):
+    fake.stream("/v1/completions", [b"data: {\"choices\": [\n\n"])
+    with pytest.raises(BackendProtocolError, match="not JSON"):
+        list(create_backend("vllm", endpoint=fake.url, model="m").stream("p", PARAMS))
+
+
+def test_stream_http_error_status_before_the_stream(fake):
+    fake.json("/v1/completions", {"error": {"message": "bad", "type": "BadRequestError", "code": 400}}, status=400)
+    with pytest.raises(BackendHTTPError, match="HTTP 400: bad"):
+        list(create_backend("vllm", endpoint=fake.url, model="m").stream("p", PARAMS))
+
+
+@pytest.mark.parametrize("payload,message", [
+    ({"error": {"message": "m1", "type": "t"}}, "m1"),
+    ({"error": "m2"}, "m2"),
+    ({"detail": {"msg": "m3", "type": "service_unavailable"}}, "m3"),
+    ({"detail": "m4"}, "m4"),
+    ({"detail": [{"loc": ["body", "x"], "msg": "m5", "type": "value_error"}]}, "m5"),
+    ({"object": "error", "message": "m6", "type": "BadRequestError", "param": None, "code": 400}, "m6"),
+    ({"ok": True}, None),
+    ([1, 2], None),
+])
+def test_error_message_from_every_body_shape(payload, message):
+    assert error_message(payload) == message
+
+
+@pytest.mark.parametrize("message,payload,prompt,window", [
+    ("request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it", None, 5000, 4096),
+    ("the request exceeds the available context size, try increasing it",
+     {"error": {"code": 400, "message": "x", "type": "exceed_context_size_error", "n_prompt_tokens": 4100,
+                "n_ctx": 4096}}, 4100, 4096),
+    ("the request exceeds the available context size, try increasing it", None, 0, 0),
+    ("This model's maximum context length is 2048 tokens. However, you requested 2100 tokens (2000 in the "
+     "messages, 100 in the completion). Please reduce the length of the messages or completion.", None, 2000, 2048),
+    ("This model's maximum context length is 2048 tokens, however you requested 2116 tokens (2100 in your "
+     "prompt; 16 for the completion). Please reduce your prompt; or completion length.", None, 2100, 2048),
+    ("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.", None, 9000, 8192),
+    ("The number of tokens to keep from the initial prompt is greater than the context length (n_keep: 13055>= "
+     "n_ctx: 4096). Try to load the model with a larger context length, or provide a shorter input.", None,
+     13055, 4096),
+    ("Context length exceeded. Tokens in context: 8000, Context length: 8000", None, 8000, 8000),
+])
+def test_context_overflow_wordings(message, payload, prompt, window):
+    error = context_overflow(message, payload, "x at http://h")
+    assert isinstance(error, ContextWindowExceededError)
+    assert (error.prompt_tokens, error.context_window) == (prompt, window)
+    assert "maximum context length" in str(error) and message in str(error)
+
+
+def test_other_errors_are_not_context_overflow():
+    assert context_overflow("Model \"default\" not found.", None, "x") is None
+    assert context_overflow("max_tokens must be greater than or equal to 0.", None, "x") is None
+
+
+def test_error_reported_with_status_200_is_raised(fake):
+    fake.json("/v1/completions", {"error": "something went wrong in the engine"})
+    with pytest.raises(BackendError, match="reported an error in its answer: something went wrong"):
+        create_backend("lmstudio", endpoint=fake.url).complete("p", PARAMS)
+
+
+# --- stream hygiene and shared behaviour -----------------------------------------------------
+
+
+class _TrackedStream(httpx.SyncByteStream):
+    def __init__(self, chunks):
+        self.chunks = chunks
+        self.closed = False
+
+    def __iter__(self):
+        yield from self.chunks
+
+    def close(self):
+        self.closed = True
+
+
+def test_abandoned_stream_closes_the_http_response():
+    body = _TrackedStream(sse(*({"choices": [{"index": 0, "text": str(i), "finish_reason": None}]}
+                                for i in range(50))))
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=body))
+    stream = create_backend("vllm", model="m", transport=transport).stream("p", PARAMS)
+    assert next(stream).text == "0"
+    assert not body.closed
+    stream.close()
+    assert body.closed
+
+
+def test_finished_stream_closes_the_response_after_done():
+    body = _TrackedStream(sse({"choices": [{"index": 0, "text": "x", "finish_reason": "stop"}]}) + [b"junk after"])
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, stream=body))
+    deltas = list(create_backend("vllm", model="m", transport=transport).stream("p", PARAMS))
+    assert [d.text for d in deltas] == ["x", ""] and deltas[-1].finish_reason == "stop"
+    assert body.closed
+
+
+def test_client_uses_explicit_connect_and_read_timeouts():
+    backend = create_backend("vllm", model="m", connect_timeout=1.5, read_timeout=42.0)
+    timeout = backend.http._client.timeout
+    assert (timeout.connect, timeout.read) == (1.5, 42.0)
+
+
+def test_http_client_builds_urls_from_the_normalised_base():
+    client = HTTPClient("vllm", "http://h:1/x", headers={}, connect_timeout=1, read_timeout=1)
+    assert client.url("/v1/models") == "http://h:1/x/v1/models"
+    client.close()
+
+
+@pytest.mark.parametrize("backend", HTTP_BACKENDS)
+def test_probe_of_a_down_backend_does_not_raise(backend, closed_port):
+    result = create_backend(backend, endpoint=f"http://127.0.0.1:{closed_port}", model="m").probe()
+    assert result.up is False and result.backend == backend
+    assert "could not connect" in result.detail
+
+
+@pytest.mark.parametrize("backend", HTTP_BACKENDS)
+def test_context_window_from_configuration_needs_no_server(backend, closed_port):
+    created = create_backend(backend, endpoint=f"http://127.0.0.1:{closed_port}", model="m", context_window=3000)
+    assert created.context_window() == 3000
+
+
+def test_grammar_field_on_a_backend_without_grammar_is_refused():
+    with pytest.raises(ConfigurationError, match="takes no grammar"):
+        create_backend("lmstudio", grammar_field="grammar")
+
+
+def test_token_counts_are_cached_per_text(fake):
+    fake.json("/tokenize", {"tokens": [1, 2, 3]})
+    backend = create_backend("llamacpp", endpoint=fake.url)
+    assert [backend.count_tokens("abc"), backend.count_tokens("abc")] == [3, 3]
+    assert len(fake.bodies) == 1
+    backend.count_tokens("abcd")
+    assert [body["content"] for body in fake.bodies] == ["abc", "abcd"]
+
+
+def test_missing_tokenizer_endpoint_means_none_and_is_not_asked_again(fake):
+    fake.raw("/tokenize", b'{"detail":"Not Found"}', status=404)
+    backend = create_backend("vllm", endpoint=fake.url, model="m")
+    assert backend.count_tokens("abc") is None
+    assert backend.count_tokens("abcd") is None
+    assert len(fake.bodies) == 1
+
+
+def test_request_bodies_are_sent_as_utf8_json(fake):
+    fake.json("/completion", {"content": "ok", "stop": True, "stop_type": "eos"})
+    create_backend("llamacpp", endpoint=fake.url).complete("héllo \u2028", PARAMS)
+    assert fake.bodies[0]["prompt"] == "héllo \u2028"
+    assert fake.headers[0]["Content-Type"] == "application/json"
+    assert json.dumps(fake.bodies[0])  # round-trips

@@ -1,0 +1,167 @@
+"""llama.cpp server: /completion, /tokenize, /props, /health (reference section 1)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from llmproxy.backends.base import Completion, GenerationParams
+from llmproxy.backends.llamacpp import LlamaCppBackend, completion_request, parse_props
+from llmproxy.errors import BackendError, BackendHTTPError, BackendProtocolError, ContextWindowExceededError
+from llmproxy.settings import resolve_settings, to_generation_params
+
+from .conftest import CALL_PIECES, CALL_TEXT, MEMGPT_PROMPT, assert_memgpt_call, dumps
+
+PARAMS = GenerationParams(max_tokens=64, stop=("\nUSER:", "  }\n}\n"), temperature=0.5, top_p=0.9, seed=7,
+                          grammar='root ::= "{"', extra={"cache_prompt": True, "mirostat": 2})
+FINAL = {"index": 0, "content": CALL_TEXT, "tokens": [], "id_slot": 0, "stop": True, "model": "smol.gguf",
+         "tokens_predicted": 41, "tokens_evaluated": 97, "generation_settings": {"n_ctx": 4096},
+         "prompt": MEMGPT_PROMPT, "has_new_line": True, "truncated": False, "stop_type": "word",
+         "stopping_word": "  }\n}\n", "tokens_cached": 96,
+         "timings": {"prompt_n": 1, "prompt_ms": 2.0, "predicted_n": 41, "predicted_ms": 300.0}}
+
+
+def test_request_body_field_by_field():
+    body = completion_request("PROMPT", PARAMS, model=None, stream=False, grammar_fields={"grammar": 'root ::= "{"'})
+    assert body == {"prompt": "PROMPT", "n_predict": 64, "stream": False, "stop": ["\nUSER:", "  }\n}\n"],
+                    "temperature": 0.5, "top_p": 0.9, "seed": 7, "grammar": 'root ::= "{"',
+                    "cache_prompt": True, "mirostat": 2}
+
+
+def test_translated_common_names_win_over_the_same_native_key_in_settings():
+    params = GenerationParams(max_tokens=64, extra={"n_predict": 4000, "stream": True})
+    body = completion_request("p", params, model="router-model", stream=False, grammar_fields={})
+    assert body == {"prompt": "p", "n_predict": 64, "stream": False, "model": "router-model"}
+
+
+def test_settings_translation():
+    params = to_generation_params(resolve_settings("llamacpp", {"max_tokens": 100, "seed": 3, "top_k": 20}))
+    body = LlamaCppBackend().request_body("p", params, stream=False)
+    assert body["n_predict"] == 100 and body["seed"] == 3 and body["top_k"] == 20
+    assert body["cache_prompt"] is True
+    assert body["stop"][-1] == "  }\n}\n" and len(body["stop"]) == 14
+    assert "max_tokens" not in body
+
+
+def test_complete_memgpt_call(fake):
+    fake.json("/completion", FINAL)
+    result = LlamaCppBackend(fake.url).complete(MEMGPT_PROMPT, PARAMS)
+    assert result == Completion(CALL_TEXT, "stop", 97, 41)
+    assert_memgpt_call(result.text)
+    assert fake.paths == ["/completion"]
+    assert fake.bodies[0]["prompt"] == MEMGPT_PROMPT and fake.bodies[0]["grammar"] == 'root ::= "{"'
+
+
+@pytest.mark.parametrize("fields,reason", [
+    ({"stop_type": "limit"}, "length"), ({"stop_type": "eos"}, "stop"), ({"stop_type": "word"}, "stop"),
+    ({"stopped_eos": False, "stopped_word": False, "stopped_limit": True}, "length"),
+    ({"stopped_eos": True, "stopped_word": False, "stopped_limit": False}, "stop"),
+])
+def test_stop_reason_new_and_old_fields(fake, fields, reason):
+    fake.json("/completion", {"content": "x", "stop": True, "tokens_predicted": 1, "tokens_evaluated": 5, **fields})
+    assert LlamaCppBackend(fake.url).complete("p", PARAMS).finish_reason == reason
+
+
+def test_late_2023_zero_prompt_count_means_unknown(fake):
+    fake.json("/completion", {"content": "x", "stop": True, "stopped_eos": True, "tokens_predicted": 1,
+                              "tokens_evaluated": 0})
+    result = LlamaCppBackend(fake.url).complete("p", PARAMS)
+    assert (result.prompt_tokens, result.completion_tokens) == (None, 1)
+
+
+def test_truncated_prompt_is_a_context_error(fake):
+    fake.json("/completion", {**FINAL, "truncated": True, "tokens_evaluated": 4096})
+    with pytest.raises(ContextWindowExceededError) as info:
+        LlamaCppBackend(fake.url).complete("p", PARAMS)
+    assert (info.value.prompt_tokens, info.value.context_window) == (4096, 4096)
+
+
+def test_stream_byte_for_byte(fake):
+    events = [{"index": 0, "content": piece, "tokens": [], "stop": False, "id_slot": 0,
+               "tokens_predicted": i + 1, "tokens_evaluated": 97} for i, piece in enumerate(CALL_PIECES)]
+    chunks = [b"data: " + dumps(e).encode() + b"\n\n" for e in events]
+    chunks.insert(2, b": ping\n\n")  # sse_ping_interval comment
+    chunks.append(b"data: " + dumps({**FINAL, "content": ""}).encode() + b"\n\n")  # no [DONE] here
+    fake.stream("/completion", chunks)
+    deltas = list(LlamaCppBackend(fake.url).stream(MEMGPT_PROMPT, PARAMS))
+    assert [d.text for d in deltas] == [*CALL_PIECES, ""]
+    assert [d.finish_reason for d in deltas] == [None] * 4 + ["stop"]
+    assert (deltas[-1].prompt_tokens, deltas[-1].completion_tokens) == (97, 41)
+    assert_memgpt_call("".join(d.text for d in deltas))
+    assert fake.bodies[0]["stream"] is True and fake.bodies[0]["n_predict"] == 64
+
+
+@pytest.mark.parametrize("chunk", [
+    b'error: {"code":500,"message":"slot unavailable","type":"server_error"}\n\n',  # older builds
+    b'data: {"error":{"code":500,"message":"slot unavailable","type":"server_error"}}\n\n',  # current
+])
+def test_stream_error_event(fake, chunk):
+    fake.stream("/completion", [b'data: {"content":"a","stop":false}\n\n', chunk])
+    with pytest.raises(BackendError, match="in the middle of the stream: slot unavailable"):
+        list(LlamaCppBackend(fake.url).stream("p", PARAMS))
+
+
+def test_stream_cut_before_the_stop_event(fake):
+    fake.stream("/completion", [b'data: {"content":"a","stop":false}\n\n'])
+    with pytest.raises(BackendProtocolError, match="without a final one"):
+        list(LlamaCppBackend(fake.url).stream("p", PARAMS))
+
+
+@pytest.mark.parametrize("error,prompt,window", [
+    ({"code": 400, "message": "the request exceeds the available context size, try increasing it",
+      "type": "invalid_request_error"}, 0, 0),
+    ({"code": 400, "message": "request (5000 tokens) exceeds the available context size (4096 tokens), try "
+      "increasing it", "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096}, 5000, 4096),
+])
+def test_context_overflow_reply(fake, error, prompt, window):
+    fake.json("/completion", {"error": error}, status=400)
+    with pytest.raises(ContextWindowExceededError) as info:
+        LlamaCppBackend(fake.url).complete("p", PARAMS)
+    assert (info.value.prompt_tokens, info.value.context_window) == (prompt, window)
+
+
+def test_invalid_api_key(fake):
+    fake.json("/completion", {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}},
+              status=401)
+    with pytest.raises(BackendHTTPError, match="HTTP 401: Invalid API Key.*auth_key") as info:
+        LlamaCppBackend(fake.url, auth_type="bearer_token", auth_key="wrong").complete("p", PARAMS)
+    assert info.value.status == 401
+
+
+def test_dropped_connection_of_old_servers():
+    # Late-2023 servers closed the socket on an over-long prompt or a bad grammar ("Empty reply from server").
+    def drop(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+
+    with pytest.raises(BackendProtocolError, match="broke off.*rejected a grammar"):
+        LlamaCppBackend(transport=httpx.MockTransport(drop)).complete("p", PARAMS)
+
+
+def test_count_tokens(fake):
+    fake.json("/tokenize", {"tokens": [1, 15, 27, 99]})
+    assert LlamaCppBackend(fake.url).count_tokens("hello") == 4
+    assert fake.bodies == [{"content": "hello", "add_special": True}]
+
+
+def test_probe_current_server(fake):
+    fake.json("/health", {"status": "ok"}, method="GET")
+    fake.json("/props", {"default_generation_settings": {"n_ctx": 8192, "params": {"temperature": 0.8}},
+                         "total_slots": 1, "model_path": "/models/Hermes-2-Pro.Q4_K_M.gguf",
+                         "chat_template": "...", "build_info": "b5000"}, method="GET")
+    result = LlamaCppBackend(fake.url).probe()
+    assert (result.up, result.model, result.context_window, result.grammar) == (
+        True, "Hermes-2-Pro.Q4_K_M.gguf", 8192, True)
+    assert LlamaCppBackend(fake.url).context_window() == 8192
+
+
+def test_probe_while_loading(fake):
+    fake.json("/health", {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+              status=503, method="GET")
+    result = LlamaCppBackend(fake.url).probe()
+    assert result.up is False and "Loading model" in result.detail and "busy or still loading" in result.detail
+
+
+def test_props_early_2024_layout():
+    props = {"assistant_name": "", "user_name": "", "total_slots": 1,
+             "default_generation_settings": {"n_ctx": 2048, "model": "C:\\models\\mistral.gguf"}}
+    assert parse_props(props) == ("mistral.gguf", 2048)
