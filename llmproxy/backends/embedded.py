@@ -38,13 +38,11 @@ class _LoadedModel:
     """A llama.cpp model plus the lock that serialises its use."""
 
     def __init__(self, path: Path, n_ctx: int) -> None:
-        try:
-            from llama_cpp import Llama
-        except ImportError as exc:  # pragma: no cover - llama-cpp-python is a dependency
-            raise ConfigurationError("the embedded backend needs llama-cpp-python: pip install llama-cpp-python") from exc
+        from llmproxy.backends._grammar_sampling import GrammarCheckedLlama
+
         threads = os.cpu_count() or 1  # llama-cpp-python defaults to half the cores; all is ~1.7x faster
         try:
-            self.llama = Llama(
+            self.llama = GrammarCheckedLlama(
                 model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
             )
         except (ValueError, RuntimeError) as exc:

@@ -1,0 +1,80 @@
+"""Grammar-constrained sampling the way llama.cpp's server does it: draw first, mask only on a miss.
+
+llama-cpp-python puts the grammar at the head of its sampler chain, so every token pays for matching
+the grammar against the whole vocabulary (5-11 ms a token with SmolLM2's 49k tokens, about 40% of the
+generation speed). Here the token is drawn from the ordinary chain and only that one token is checked;
+when the grammar rejects it, the draw is redone over the grammar-masked vocabulary. The output is
+exactly what the grammar admits, and the usual case - the model already follows it - costs almost
+nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama, LlamaGrammar
+
+_TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
+
+
+class GrammarCheckedLlama(Llama):
+    """``Llama`` whose grammar sampling draws first and masks only when the draw is not allowed."""
+
+    def _init_sampler(self, *args: Any, grammar: LlamaGrammar | None = None, **kwargs: Any) -> Any:
+        chain = super()._init_sampler(*args, grammar=None, **kwargs)
+        if grammar is None:
+            return chain
+        return _DrawFirstSampler(chain, self._model.vocab, grammar, self.n_vocab())
+
+
+class _DrawFirstSampler:
+    """Stands in for llama-cpp-python's ``LlamaSampler``: ``sample(ctx, idx)`` returns an accepted token."""
+
+    def __init__(self, chain: Any, vocab: Any, grammar: LlamaGrammar, n_vocab: int) -> None:
+        self._chain = chain  # owns the ordinary samplers (penalties, top-k/p, temperature, dist)
+        self._rules = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode(), b"root")
+        if not self._rules:
+            raise ValueError("llama.cpp rejected the grammar")
+        self._one = (llama_cpp.llama_token_data * 1)()
+        self._every = np.zeros(n_vocab, dtype=_TOKEN_DATA)
+        self._every["id"] = np.arange(n_vocab)
+
+    def _candidates(self, ctx: Any, idx: int) -> llama_cpp.llama_token_data_array:
+        logits = llama_cpp.llama_get_logits_ith(ctx.ctx, idx)
+        self._every["logit"] = np.ctypeslib.as_array(logits, shape=(len(self._every),))
+        self._every["p"] = 0.0
+        self._every["id"] = np.arange(len(self._every))  # a previous pass may have sorted the array
+        data = self._every.ctypes.data_as(llama_cpp.llama_token_data_p)
+        return llama_cpp.llama_token_data_array(data, len(self._every), -1, False)
+
+    def _allowed(self, token: int) -> bool:
+        self._one[0] = llama_cpp.llama_token_data(token, 0.0, 0.0)
+        single = llama_cpp.llama_token_data_array(self._one, 1, -1, False)
+        llama_cpp.llama_sampler_apply(self._rules, ctypes.byref(single))
+        return self._one[0].logit != float("-inf")
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        candidates = self._candidates(ctx, idx)
+        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(candidates))
+        token = int(candidates.data[candidates.selected].id)
+        if not self._allowed(token):
+            candidates = self._candidates(ctx, idx)
+            llama_cpp.llama_sampler_apply(self._rules, ctypes.byref(candidates))
+            llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(candidates))
+            token = int(candidates.data[candidates.selected].id)
+        # Both learn the token actually chosen (penalties, and the grammar's position).
+        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        llama_cpp.llama_sampler_accept(self._rules, token)
+        return token
+
+    def close(self) -> None:
+        if self._rules:
+            llama_cpp.llama_sampler_free(self._rules)
+            self._rules = None
+        self._chain.close()
+
+    def __del__(self) -> None:
+        self.close()
