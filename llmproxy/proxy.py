@@ -239,6 +239,7 @@ def get_chat_completion(
     settings: dict[str, Any] | None = None,
     auth_type: str | None = None,
     auth_key: str | None = None,
+    backend_options: dict[str, Any] | None = None,
     **request_fields: Any,
 ) -> ChatCompletion:
     """Answer an OpenAI chat request with a local model; the keyword names are MemGPT's.
@@ -246,7 +247,8 @@ def get_chat_completion(
     ``messages``, ``functions``/``tools`` and the rest may be dicts or llmproxy's pydantic models.
     Extra keyword arguments (``temperature``, ``max_tokens``, ``stop``, ``seed`` ...) are request fields.
     ``endpoint_type`` defaults to the embedded model; ``wrapper`` to ``chatml``; ``grammar`` to the
-    wrapper alias's setting, else ``auto``.
+    wrapper alias's setting, else ``auto``. ``backend_options`` go to the backend's constructor
+    (``connect_timeout``, ``read_timeout``, vLLM's ``grammar_field``).
     """
     fields: dict[str, Any] = {"messages": list(messages), "model": model, **request_fields}
     for key, value in (("functions", functions), ("function_call", function_call), ("tools", tools), ("tool_choice", tool_choice)):
@@ -264,5 +266,6 @@ def get_chat_completion(
         function_correction=function_correction,
         auth_type=auth_type,
         auth_key=auth_key,
+        backend_options=backend_options,
     )
     return chat_completion(request, route, first_message=first_message)

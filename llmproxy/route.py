@@ -12,6 +12,7 @@ from typing import Any
 
 from llmproxy.backends import create_backend
 from llmproxy.backends.base import Backend
+from llmproxy.errors import ConfigurationError
 from llmproxy.wrappers import Wrapper, load_wrapper
 
 DEFAULT_WRAPPER = "chatml"
@@ -31,8 +32,8 @@ class Route:
 
 @lru_cache(maxsize=32)
 def _cached_backend(endpoint_type: str, endpoint: str | None, model: str | None, auth_type: str | None,
-                    auth_key: str | None, context_window: int | None) -> Backend:
-    options: dict[str, Any] = {"model": model, "context_window": context_window}
+                    auth_key: str | None, context_window: int | None, extra: tuple[tuple[str, Any], ...]) -> Backend:
+    options: dict[str, Any] = {"model": model, "context_window": context_window, **dict(extra)}
     if auth_type or auth_key:
         options.update(auth_type=auth_type, auth_key=auth_key)
     return create_backend(endpoint_type, endpoint=endpoint, **options)
@@ -50,12 +51,18 @@ def build_route(
     function_correction: bool = True,
     auth_type: str | None = None,
     auth_key: str | None = None,
+    backend_options: dict[str, Any] | None = None,
     name: str | None = None,
 ) -> Route:
     """A route from MemGPT-style arguments. ``grammar=None`` takes the wrapper alias's setting
-    (``chatml-grammar`` means on), else ``auto``."""
+    (``chatml-grammar`` means on), else ``auto``. ``backend_options`` go to the backend's constructor
+    (``connect_timeout``, ``read_timeout``, vLLM's ``grammar_field``)."""
     resolved = load_wrapper(wrapper or DEFAULT_WRAPPER)
-    backend = _cached_backend(endpoint_type, endpoint, model, auth_type, auth_key, context_window)
+    extra = tuple(sorted((backend_options or {}).items()))
+    try:
+        backend = _cached_backend(endpoint_type, endpoint, model, auth_type, auth_key, context_window, extra)
+    except TypeError as exc:  # an option the backend's constructor does not take
+        raise ConfigurationError(f"backend {endpoint_type!r} does not take these options: {exc}") from exc
     if grammar is None:
         grammar = "none" if resolved.grammar is False else "auto"
     window = context_window or backend.context_window() or DEFAULT_CONTEXT_WINDOW
