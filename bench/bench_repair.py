@@ -7,10 +7,15 @@ Run: .venv/bin/python bench/bench_repair.py
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 
-from llmproxy.errors import JSONRepairError
-from llmproxy.repair import repair
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from llmproxy.errors import JSONRepairError  # noqa: E402
+from llmproxy.repair import repair  # noqa: E402
+from tests.hostile_json import HOSTILE  # noqa: E402
 
 THOUGHT = "The user asked about their schedule; I should check archival memory first and then answer. " * 4
 MESSAGE = 'Sure! Here is what I found: "Team sync" at 10:00, lunch with Ana at 12:30, and a dentist visit. ' * 4
@@ -34,36 +39,6 @@ BROKEN = [
     '{function: "send_message", params: {message: ' + MESSAGE.replace('"', "").replace(",", ";")[:400] + "}}",
 ]
 
-MB = 1_000_000
-HOSTILE = {
-    "500k nested [": '{"a": ' + "[" * 500_000,
-    "1M bare [": "[" * MB,
-    "500k nested {": "{" * 500_000,
-    '1 MB of {"a":': '{"a":' * 200_000,
-    "valid, 100k deep": '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
-    "unbalanced quotes": '{"a": "' + '"x' * 500_000,
-    "1 MB of quotes": '{"a": "' + '"' * MB,
-    "quote space": '{"a": "' + '" ' * 500_000,
-    "quote newline": '{"a": "' + '"\n' * 500_000,
-    "quote comma": '{"a": "' + '",' * 500_000,
-    "1 MB of backslashes": '{"a": "' + "\\" * MB,
-    "truncated flat array": '{"a": [' + "1, " * 330_000,
-    "truncated flat object": "{" + '"k": "v", ' * 100_000,
-    "flat bad escapes": "{" + '"k": "\\_", ' * 100_000,
-    "block comments": "{" + "/* c */ " * 125_000,
-    "line comments": '{"a": 1,' + "//\n" * 330_000,
-    "bare words": '{"a": ' + "w, " * 330_000,
-    "bare keys": "{" + "k: v, " * 160_000,
-    "junk keys": "{" + "x y " * 250_000,
-    "think openers": "<think>" * 140_000 + "{",
-    "think closers": "</think>{" * 100_000,
-    "fences": "```" * 330_000 + "{",
-    "special-token lookalikes": '{"a": "' + "<|x" * 330_000,
-    "prose with braces": "{I think} " * 100_000,
-    "no brace at all": "x" * MB,
-    "escaped json": '{\\"a\\": \\"' + "x" * MB,
-    "string of json": '"{' + '\\"' * 500_000,
-}
 
 
 def timeit(fn, arg, min_time=0.5):
