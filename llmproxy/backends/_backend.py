@@ -19,8 +19,14 @@ FALLBACK_MAX_TOKENS = 1024
 
 
 class _TokenCountCache:
-    """A small thread-safe LRU of exact prompt text -> token count (prompts repeat across retries and
-    between the context check and the request)."""
+    """A small thread-safe LRU of prompt text -> token count.
+
+    Prompts repeat (retries, the context check then the request) and an agent's next prompt extends
+    its last one, so a new prompt is counted as a cached prefix plus only the new text after it (the
+    join may be off by a token, which the context check tolerates).
+    """
+
+    MIN_PREFIX = 256  # characters; shorter prefixes save too little to be worth the join's error
 
     def __init__(self, size: int = 256) -> None:
         self._counts: OrderedDict[str, int] = OrderedDict()
@@ -33,6 +39,13 @@ class _TokenCountCache:
             if count is not None:
                 self._counts.move_to_end(text)
             return count
+
+    def longest_prefix(self, text: str) -> tuple[str, int]:
+        """The longest cached text that ``text`` starts with, and its count ("", 0 when none)."""
+        with self._lock:
+            best = max((cached for cached in self._counts
+                        if len(cached) >= self.MIN_PREFIX and text.startswith(cached)), key=len, default="")
+            return best, self._counts.get(best, 0)
 
     def put(self, text: str, count: int) -> None:
         with self._lock:
@@ -102,8 +115,9 @@ class HTTPBackend(Backend):
             return None
         count = self._token_counts.get(text)
         if count is None:
+            prefix, prefix_count = self._token_counts.longest_prefix(text)
             try:
-                count = self._count_tokens(text)
+                count = prefix_count + self._count_tokens(text[len(prefix):])
             except BackendHTTPError as exc:
                 if exc.status != 404:
                     raise

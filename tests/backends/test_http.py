@@ -331,6 +331,15 @@ def test_token_counts_are_cached_per_text(fake):
     assert [body["content"] for body in fake.bodies] == ["abc", "abcd"]
 
 
+def test_a_prompt_that_extends_a_counted_one_sends_only_the_new_text(fake):
+    fake.json("/tokenize", {"tokens": [1, 2, 3]})
+    backend = create_backend("llamacpp", endpoint=fake.url)
+    history = "<|im_start|>system\n" + "x" * 300 + "<|im_end|>\n"
+    assert backend.count_tokens(history) == 3
+    assert backend.count_tokens(history + "<|im_start|>user\nhi<|im_end|>\n") == 6
+    assert [body["content"] for body in fake.bodies] == [history, "<|im_start|>user\nhi<|im_end|>\n"]
+
+
 def test_missing_tokenizer_endpoint_means_none_and_is_not_asked_again(fake):
     fake.raw("/tokenize", b'{"detail":"Not Found"}', status=404)
     backend = create_backend("vllm", endpoint=fake.url, model="m")
