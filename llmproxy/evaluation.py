@@ -33,7 +33,7 @@ class Scenario:
 @dataclass(frozen=True)
 class Outcome:
     scenario: str
-    valid: bool  # a schema-valid call (or, for tool_choice none, a plain answer and no call)
+    valid: bool  # a schema-valid call; or a plain answer where tool_choice allows one (none, auto)
     correct: bool  # valid, and the expected function (when one is expected)
     function: str | None
     arguments: dict[str, Any] | None
@@ -91,8 +91,12 @@ def run_scenario(scenario: Scenario, route: Route) -> Outcome:
     message = response.choices[0].message
     call = message.tool_calls[0].function if message.tool_calls else message.function_call
     function = call.name if call else None
-    if scenario.request.choice().mode == "none":
-        valid = call is None and bool((message.content or "").strip())
+    mode = scenario.request.choice().mode
+    answered = bool((message.content or "").strip())
+    if mode == "none":
+        valid = call is None and answered
+    elif mode == "auto":
+        valid = call is not None or answered  # a plain answer is a valid choice under "auto"
     else:
         valid = call is not None  # the pipeline has already checked the arguments against the schema
     correct = valid and (scenario.expect is None or function == scenario.expect)

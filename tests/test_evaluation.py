@@ -5,8 +5,12 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
+from scripted_backend import ScriptedBackend
+
+from llmproxy.backends.base import Completion
 from llmproxy.errors import ConfigurationError
 from llmproxy.evaluation import evaluate, load_scenarios, summarise
+from llmproxy.proxy import parse_request
 from llmproxy.route import build_route
 
 
@@ -26,6 +30,30 @@ def test_bad_scenario_file_names_the_line(tmp_path):
         load_scenarios(path)
     with pytest.raises(ConfigurationError, match="cannot read"):
         load_scenarios(tmp_path / "missing.jsonl")
+
+
+def _score(answer: str, choice, expect=None):
+    from llmproxy.evaluation import Scenario, run_scenario
+    from llmproxy.route import Route
+    from llmproxy.wrappers import load_wrapper
+
+    request = parse_request({"messages": [{"role": "user", "content": "hi"}], "tool_choice": choice,
+                             "tools": [{"type": "function", "function": {"name": "reply", "parameters": {
+                                 "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}]})
+    route = Route("t", ScriptedBackend(Completion(answer)), load_wrapper("chatml-noforce").wrapper, grammar="none")
+    return run_scenario(Scenario("s", request, expect), route)
+
+
+def test_scoring_follows_the_tool_choice():
+    thoughts_only = ' "I can just answer."\n}'
+    call = ' "hi",\n  "function": "reply",\n  "params": {"text": "Hello"}\n}'
+    auto = _score(thoughts_only, "auto")
+    assert (auto.valid, auto.correct, auto.function) == (True, True, None)
+    assert _score(thoughts_only, "auto", expect="reply").correct is False
+    required = _score(thoughts_only, "required")
+    assert (required.valid, required.error is not None) == (False, True)
+    named = _score(call, {"type": "function", "function": {"name": "reply"}}, expect="reply")
+    assert (named.valid, named.correct, named.arguments) == (True, True, {"text": "Hello"})
 
 
 def test_grammar_makes_every_builtin_scenario_schema_valid():

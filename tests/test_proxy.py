@@ -6,31 +6,15 @@ import json
 
 import pytest
 
-from llmproxy.backends.base import Backend, Capabilities, Completion, GenerationParams
+from scripted_backend import ScriptedBackend
+
+from llmproxy.backends.base import Capabilities, Completion
 from llmproxy.errors import ContextWindowExceededError, FunctionCallError, OutputParseError, UnsupportedRequestError
 from llmproxy.proxy import chat_completion, parse_request, plan
 from llmproxy.route import Route
 from llmproxy.wrappers import load_wrapper
 
 SEND = ' "send_message",\n  "params": {\n    "inner_thoughts": "Say hello.",\n    "message": "Hello!"\n  }\n}'
-
-
-class ScriptedBackend(Backend):
-    """Answers with the queued texts, and records what it was asked."""
-
-    name = "scripted"
-
-    def __init__(self, *answers: Completion, tokenizer: bool = False, grammar: bool = False) -> None:
-        self.answers = list(answers)
-        self.calls: list[tuple[str, GenerationParams]] = []
-        self.capabilities = Capabilities(grammar=grammar, tokenizer=tokenizer)
-
-    def complete(self, prompt: str, params: GenerationParams) -> Completion:
-        self.calls.append((prompt, params))
-        return self.answers.pop(0)
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split())
 
 
 def _route(backend, wrapper="chatml", context_window=4096, **kw) -> Route:

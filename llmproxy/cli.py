@@ -1,0 +1,145 @@
+"""The ``llmproxy`` command: a typer app, one subcommand per task (``llmproxy serve`` ...)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from llmproxy.backends import BACKEND_NAMES
+from llmproxy.commands import register as register_commands
+from llmproxy.errors import ConfigurationError
+
+app = typer.Typer(
+    help="llmproxy: OpenAI function calling for local models.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+API_KEY_ENV = "LLMPROXY_API_KEY"
+
+
+@app.callback()
+def _commands() -> None:
+    """llmproxy: OpenAI function calling for local models.
+
+    Run 'llmproxy COMMAND --help' for a command's options.
+    """
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"llmproxy: {message}", err=True)
+    return typer.Exit(2)
+
+
+@app.command(no_args_is_help=False)
+def serve(
+    config: Annotated[Path | None, typer.Option(
+        "--config", envvar="LLMPROXY_CONFIG", show_default=False,
+        help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
+             "wrapper, grammar, context_window, settings, auth_type, auth_key (and an optional [server] "
+             "table: host, port, max_body_bytes). Cannot be combined with the model flags below. "
+             "Example: --config ~/.config/llmproxy/server.toml")] = None,
+    backend: Annotated[str | None, typer.Option(
+        "--backend", show_default=False,
+        help=f"Backend type, by MemGPT's endpoint type names: {', '.join(BACKEND_NAMES)}. "
+             "Default: embedded (SmolLM2-135M in-process). Example: --backend llamacpp")] = None,
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", show_default=False,
+        help="The backend server's base URL; each backend has its usual default. "
+             "Example: --endpoint http://localhost:8080")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", show_default=False,
+        help="The backend's model name (required by ollama and vllm), or a GGUF file for embedded. "
+             "Clients ask for it under this name (a GGUF file's stem), else under the backend's name. "
+             "Example: --model dolphin2.2-mistral:7b-q6_K")] = None,
+    wrapper: Annotated[str | None, typer.Option(
+        "--wrapper", show_default=False,
+        help="Prompt format for the model family; MemGPT's wrapper names work too. Default: chatml. "
+             "Example: --wrapper chatml-noforce-roles")] = None,
+    grammar: Annotated[str | None, typer.Option(
+        "--grammar", show_default=False,
+        help="Constrained decoding: 'auto' (a grammar built from the request's functions, where the backend "
+             "takes grammars), 'none', or a grammar file name. Default: the wrapper's setting, else auto. "
+             "Example: --grammar none")] = None,
+    context_window: Annotated[int | None, typer.Option(
+        "--context-window", min=1, show_default=False,
+        help="The model's context size in tokens; default: what the backend reports, else 8192. "
+             "Example: --context-window 16384")] = None,
+    host: Annotated[str | None, typer.Option(
+        "--host", show_default=False,
+        help="Address to listen on. Default: 127.0.0.1 (this machine only); 0.0.0.0 opens it to the "
+             "network, so set an API key then. Example: --host 0.0.0.0")] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", min=1, max=65535, show_default=False,
+        help="Port to listen on. Default: 8100 (8000 and 8080 are vLLM's and llama.cpp's). "
+             "Clients use http://HOST:PORT/v1 as their base URL. Example: --port 8200")] = None,
+    api_key: Annotated[str | None, typer.Option(
+        "--api-key", envvar=API_KEY_ENV, show_default=False,
+        help=f"Require 'Authorization: Bearer KEY' on /v1 requests; also read from ${API_KEY_ENV} "
+             "(better: it stays out of the process list). Default: no key.")] = None,
+    log_level: Annotated[str, typer.Option(
+        "--log-level", case_sensitive=False,
+        help=f"One of {', '.join(LOG_LEVELS)}. 'info' logs one line per request; 'debug' adds each "
+             "rendered prompt and the model's raw output.")] = "info",
+) -> None:
+    """Serve the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models, /health, /docs).
+
+    With no options it serves the embedded SmolLM2 model on http://127.0.0.1:8100/v1.
+
+    Examples:
+
+      llmproxy serve
+
+      llmproxy serve --backend llamacpp --endpoint http://localhost:8080 --wrapper chatml
+
+      llmproxy serve --config models.toml --host 0.0.0.0 --api-key "$KEY"
+    """
+    import uvicorn
+
+    from llmproxy.config import setup
+    from llmproxy.server import create_app
+
+    level = log_level.lower()
+    if level not in LOG_LEVELS:
+        raise _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}")
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    flags = {"backend": backend, "endpoint": endpoint, "model": model, "wrapper": wrapper, "grammar": grammar,
+             "context_window": context_window}
+    try:
+        server, routes = setup(config, {k: v for k, v in flags.items() if v is not None})
+    except ConfigurationError as exc:
+        raise _fail(exc.message) from None
+    listen_host, listen_port = host or server.host, port or server.port
+    log = logging.getLogger("llmproxy.server")
+    if not api_key and not _is_loopback(listen_host):
+        log.warning("listening on %s without an API key: anyone who can reach it can use it", listen_host)
+    server_app = create_app(routes, api_key=api_key, max_body_bytes=server.max_body_bytes)
+    for name, route in routes.items():
+        log.info("model %r: backend %s, wrapper %s, grammar %s, context %d tokens", name, route.backend.name,
+                 route.wrapper.name, route.grammar, route.context_window)
+    log.info("OpenAI base URL: http://%s:%d/v1 (docs at /docs)", listen_host, listen_port)
+    # Our own log line per request replaces uvicorn's access log.
+    uvicorn.run(server_app, host=listen_host, port=listen_port, log_level=level, access_log=False)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+register_commands(app)  # wrappers, render, try, chat, eval, probe
+
+
+def main() -> None:
+    """Entry point of the ``llmproxy`` console script."""
+    app()

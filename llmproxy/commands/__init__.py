@@ -1,0 +1,17 @@
+"""The CLI's commands other than ``serve``: one module per command, added to the app by ``register``."""
+
+from __future__ import annotations
+
+import typer
+
+from llmproxy.commands import chat, eval_, probe, render, try_, wrappers
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``wrappers``, ``render``, ``try``, ``chat``, ``eval`` and ``probe`` to ``app``."""
+    app.add_typer(wrappers.app)
+    app.command("render")(render.render)
+    app.command("try")(try_.try_request)
+    app.command("chat")(chat.chat)
+    app.command("eval")(eval_.eval_command)
+    app.command("probe")(probe.probe)

@@ -1,0 +1,122 @@
+"""``llmproxy eval``: a scenario suite against one backend, for each wrapper with and without grammar.
+
+The scoring is ``llmproxy.evaluation``'s; this command picks the routes, shows progress and prints the
+comparison. The table is Markdown, so a run pastes straight into a README or an issue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from llmproxy.commands import _options as opt
+from llmproxy.commands._console import out, progress_bar
+from llmproxy.commands._errors import fail, reported
+from llmproxy.evaluation import Outcome, Summary, evaluate, load_scenarios, summarise
+from llmproxy.route import DEFAULT_WRAPPER
+
+DEFAULT_GRAMMARS = ("auto", "none")
+
+
+def _count(scenarios: list) -> str:
+    return f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'}"
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count}/{total} ({100 * count / total:.0f}%)" if total else "0/0"
+
+
+COLUMNS = ("wrapper", "grammar", "valid calls", "correct function", "repairs needed", "mean latency")
+
+
+def markdown_table(summaries: list[Summary]) -> str:
+    """The comparison as a Markdown table (numbers right-aligned); never wrapped, so it pastes whole."""
+    rows = [(s.wrapper, s.grammar, _share(s.valid, s.total), _share(s.correct, s.total),
+             _share(s.repaired, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
+    widths = [max(map(len, column)) for column in zip(COLUMNS, *rows)]
+    numeric = [index >= 2 for index in range(len(COLUMNS))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(
+            cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(cells, widths, numeric)
+        ) + " |"
+
+    rule = "|" + "|".join("-" * (width + 1) + (":" if right else "-") for width, right in zip(widths, numeric)) + "|"
+    return "\n".join([line(COLUMNS), rule, *map(line, rows)])
+
+
+def eval_command(
+    suite: Annotated[Optional[Path], typer.Argument(
+        metavar="SUITE.jsonl", show_default=False, dir_okay=False,
+        help="Scenario file: one OpenAI chat request per line, with a 'name' and 'expect' (the function that "
+             "should be called, or null). Default: the built-in suite (32 scenarios).")] = None,
+    wrapper: Annotated[Optional[list[str]], typer.Option(
+        "--wrapper", show_default=False,
+        help="Wrapper to evaluate; repeat the option to compare several. Default: chatml. "
+             "Example: --wrapper chatml --wrapper chatml-noforce")] = None,
+    grammar: Annotated[Optional[list[str]], typer.Option(
+        "--grammar", show_default=False,
+        help="Grammar mode to evaluate each wrapper with ('auto', 'none' or a grammar file name); repeat to "
+             "compare. Default: both auto and none.")] = None,
+    backend: opt.Backend = None,
+    endpoint: opt.Endpoint = None,
+    model: opt.Model = None,
+    context_window: opt.ContextWindow = None,
+    auth_type: opt.AuthType = None,
+    auth_key: opt.AuthKey = None,
+    max_tokens: opt.MaxTokens = None,
+    temperature: opt.Temperature = None,
+    seed: opt.Seed = None,
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", min=1, show_default=False, help="Run only the suite's first N scenarios (a quick check).")] = None,
+    json_output: Annotated[bool, typer.Option(
+        "--json", help="Print the results as JSON (each configuration's summary and every scenario's outcome).")] = False,
+    debug: opt.Debug = False,
+) -> None:
+    """Run a suite of scenario conversations for each wrapper, with and without grammar, and print a
+    table: valid calls, correct function chosen, answers that needed repairs, mean latency. This is
+    how to pick a wrapper (and grammar mode) for a model.
+
+    A valid call is a call to an offered function whose arguments match its schema (for a scenario
+    with tool_choice none: a plain answer). Exits with 1 when no configuration produced a single valid answer.
+
+    Examples:
+
+    \b
+      llmproxy eval
+      llmproxy eval --wrapper chatml --wrapper chatml-noforce --seed 1
+      llmproxy eval my_suite.jsonl --backend llamacpp --endpoint http://localhost:8080 --grammar auto
+      llmproxy eval --limit 5 --json > results.json
+    """
+    with reported(debug):
+        scenarios = load_scenarios(suite)[:limit]
+        variants = [(w, g) for w in wrapper or [DEFAULT_WRAPPER] for g in grammar or DEFAULT_GRAMMARS]
+        routes = opt.open_routes(variants, backend=backend, endpoint=endpoint, model=model,
+                                 context_window=context_window, auth_type=auth_type, auth_key=auth_key,
+                                 max_tokens=max_tokens, temperature=temperature, seed=seed)
+        results: list[tuple[Summary, list[Outcome]]] = []
+        with progress_bar(len(routes) * len(scenarios)) as bar:
+            for route in routes:
+                bar.group(f"{route.wrapper.name}, grammar {route.grammar}: {_count(scenarios)}")
+                outcomes = evaluate(scenarios, route, on_done=lambda _: bar.advance())
+                results.append((summarise(outcomes, route), outcomes))
+        if json_output:
+            typer.echo(json.dumps({
+                "suite": str(suite) if suite else "builtin",
+                "backend": routes[0].backend.name,
+                "model": routes[0].name,
+                "results": [{**dataclasses.asdict(summary), "outcomes": [dataclasses.asdict(o) for o in outcomes]}
+                            for summary, outcomes in results],
+            }, indent=2, ensure_ascii=False))
+        else:
+            console = out()
+            console.print(markdown_table([summary for summary, _ in results]))
+            console.print(f"{_count(scenarios)} from {suite or 'the built-in suite'}; backend "
+                          f"{opt.backend_label(routes[0])}", style="dim")
+        if not any(summary.valid for summary, _ in results):
+            first = next((o.error for _, outcomes in results for o in outcomes if o.error), "no valid answers")
+            raise fail(f"no configuration produced a valid answer; the first error: {first}")

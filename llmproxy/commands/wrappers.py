@@ -1,0 +1,123 @@
+"""``llmproxy wrappers``: the prompt formats, and ``wrappers show NAME``: one format's template and settings."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import jinja2
+import jinja2.meta
+import typer
+
+from llmproxy._data import data_dir
+from llmproxy.commands import _options as opt
+from llmproxy.commands._console import labelled, out
+from llmproxy.commands._errors import reported
+from llmproxy.route import DEFAULT_WRAPPER
+from llmproxy.wrappers import WrapperSpec, load_wrapper, wrapper_specs
+
+app = typer.Typer(
+    name="wrappers",
+    invoke_without_command=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+_PLACEMENT = {
+    "params": "inside the call's params",
+    "top": "a top-level key before the call",
+    "none": "none (the answer is the call alone)",
+}
+_CALL = {
+    "required": "every answer is a function call",
+    "optional": "a call is optional (inner thoughts alone are an answer)",
+    "text": "plain text, no function calls",
+}
+
+
+def _alias_label(alias: str, options: dict[str, Any]) -> str:
+    return f"{alias} (grammar on)" if options.get("grammar") else alias
+
+
+@app.callback()
+def wrappers(ctx: typer.Context, debug: opt.Debug = False) -> None:
+    """List the wrappers (prompt formats) with their MemGPT aliases and a one-line description.
+
+    Pick one with --wrapper in serve, render, try, chat and eval; 'llmproxy eval' compares them.
+
+    Examples:
+
+    \b
+      llmproxy wrappers
+      llmproxy wrappers show chatml-noforce-roles
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    with reported(debug):
+        console = out()
+        names = {spec.name: f"{spec.name} (default)" if spec.name == DEFAULT_WRAPPER else spec.name
+                 for spec in wrapper_specs()}
+        width = max(map(len, names.values())) + 2
+        for spec in wrapper_specs():
+            labelled(console, names[spec.name], spec.description, width)
+            if spec.aliases:
+                console.print(" " * width + "aliases: " + ", ".join(
+                    _alias_label(alias, options) for alias, options in spec.aliases.items()), style="dim")
+
+
+@app.command()
+def show(
+    name: Annotated[str, typer.Argument(help="A wrapper name or MemGPT alias, as 'llmproxy wrappers' lists them.")],
+    debug: opt.Debug = False,
+) -> None:
+    """Print a wrapper's settings and its Jinja template (with the templates it imports).
+
+    Examples:
+
+    \b
+      llmproxy wrappers show chatml
+      llmproxy wrappers show dolphin-2.1-mistral-7b-grammar
+    """
+    with reported(debug):
+        spec = load_wrapper(name).wrapper.spec
+        console = out()
+        console.print(spec.name, style="bold")
+        console.print(spec.description)
+        for label, value in _settings(spec):
+            labelled(console, label, value, width=18)
+        for template in _templates(spec.template):
+            console.rule(f"{template}", style="dim")
+            console.print((data_dir("wrappers") / template).read_text(encoding="utf-8").rstrip("\n"))
+
+
+def _settings(spec: WrapperSpec) -> list[tuple[str, str]]:
+    aliases = ", ".join(_alias_label(alias, options) for alias, options in spec.aliases.items())
+    first = spec.first_message_prefix
+    return [
+        ("file", f"{spec.name}.toml"),
+        ("aliases", aliases or "-"),
+        ("inner thoughts", _PLACEMENT[spec.inner_thoughts]),
+        ("call", _CALL[spec.call]),
+        ("assistant prefix", repr(spec.assistant_prefix)),
+        ("first message", "as any other" if first is None else repr(first)),
+        ("plain-text prefix", repr(spec.text_prefix)),
+        ("stop", " ".join(map(repr, spec.stop)) or "-"),
+        ("reserved", " ".join(map(repr, spec.reserved)) or "-"),
+        ("options", ", ".join(f"{key} = {json.dumps(value)}" for key, value in spec.options.items()) or "-"),
+        ("json indent", str(spec.json_indent)),
+    ]
+
+
+def _templates(name: str) -> list[str]:
+    """``name``.jinja, then every template it imports or includes (and so on), each once."""
+    found: list[str] = []
+    pending = [f"{name}.jinja"]
+    parser = jinja2.Environment()  # parses only, to list references; rendering happens in the sandbox elsewhere
+    while pending:
+        template = pending.pop(0)
+        if template in found:
+            continue
+        found.append(template)
+        source = (data_dir("wrappers") / template).read_text(encoding="utf-8")
+        pending.extend(ref for ref in jinja2.meta.find_referenced_templates(parser.parse(source)) if ref)
+    return found

@@ -1,0 +1,61 @@
+"""The one place where an exception becomes an HTTP status and OpenAI's error envelope.
+
+``{"error": {"message", "type", "param", "code"}}`` for everything: llmproxy's own errors carry their
+status and type; framework errors (unknown path, wrong method, FastAPI validation) are translated;
+anything unexpected is a 500 that says to look at the server log and never shows a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+from llmproxy.errors import InvalidRequestError, LLMProxyError
+from llmproxy.types import ErrorDetail, ErrorResponse
+
+
+class AuthenticationError(LLMProxyError):
+    """The request did not carry the server's API key."""
+
+    status_code = 401
+    error_type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class ModelNotFoundError(InvalidRequestError):
+    """The request names a model the server does not serve."""
+
+    status_code = 404
+    code = "model_not_found"
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """The request body is over the server's size limit."""
+
+    status_code = 413
+    code = "request_too_large"
+
+
+def validation_error(errors: list[dict[str, Any]]) -> InvalidRequestError:
+    """FastAPI/pydantic validation errors as one error naming the first bad field."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    where = ".".join(loc) or "request"
+    return InvalidRequestError(f"invalid request: {where}: {first.get('msg')}", param=where)
+
+
+def envelope(exc: BaseException) -> tuple[int, ErrorResponse]:
+    """(HTTP status, envelope) for ``exc``."""
+    if isinstance(exc, LLMProxyError):
+        detail = ErrorDetail(message=exc.message, type=exc.error_type, param=exc.param, code=exc.code)
+        return exc.status_code, ErrorResponse(error=detail)
+    if isinstance(exc, HTTPException):
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return exc.status_code, ErrorResponse(error=ErrorDetail(message=str(exc.detail), type=kind))
+    detail = ErrorDetail(
+        message="llmproxy failed unexpectedly while answering; the server log has the details",
+        type="server_error",
+        code="internal_error",
+    )
+    return 500, ErrorResponse(error=detail)

@@ -1,0 +1,200 @@
+"""Helpers for the server tests: the real server (uvicorn on a free port, in a thread), a fake
+llama.cpp server speaking its native streamed /completion protocol, and in-process backends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from llmproxy.backends.base import Backend, Completion, GenerationParams, StreamDelta
+from llmproxy.backends.llamacpp import LlamaCppBackend
+from llmproxy.route import Route
+from llmproxy.server import create_app
+from llmproxy.wrappers import load_wrapper
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MEMGPT_FUNCTIONS: list[dict] = json.loads((FIXTURES / "memgpt_functions.json").read_text(encoding="utf-8"))
+MEMGPT_TOOLS = [{"type": "function", "function": f} for f in MEMGPT_FUNCTIONS]
+
+# Valid arguments for the functions the fakes call.
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "send_message": {"message": "Hi Chad! \u00e9\u2028\U0001f600"},
+    "core_memory_append": {"name": "human", "content": "Loves hiking.", "request_heartbeat": False},
+    "archival_memory_search": {"query": "hiking", "page": 0, "request_heartbeat": True},
+    "pause_heartbeats": {"minutes": 5},
+}
+THOUGHTS = 'Chad said "hi" \u2014 greet him \U0001f600.'
+TEXT_ANSWER = "Hello! I am a plain text answer."
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RunningServer:
+    """llmproxy's app served by uvicorn on a free port in a background thread."""
+
+    def __init__(self, routes: dict[str, Route], **options: Any) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        config = uvicorn.Config(create_app(routes, **options), log_level="warning", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+
+def route(backend: Backend, name: str = "fake", *, wrapper: str = "chatml", grammar: str = "auto",
+          context_window: int = 4096) -> Route:
+    return Route(name=name, backend=backend, wrapper=load_wrapper(wrapper).wrapper, grammar=grammar,
+                 context_window=context_window)
+
+
+def call_answer(prompt: str, name: str, thoughts: str = THOUGHTS) -> str:
+    """What a well-behaved model writes after ``prompt``'s assistant prefix: the call to ``name``
+    (or, when the prefix already names a function, that one's parameters)."""
+    forced = re.search(r'"function": "([\w.\-]+)",$', prompt)
+    params = json.dumps({"inner_thoughts": thoughts, **ARGUMENTS[forced.group(1) if forced else name]},
+                        indent=2, ensure_ascii=False).replace("\n", "\n  ")
+    if forced:
+        return f'\n  "params": {params}\n}}'
+    return f' "{name}",\n  "params": {params}\n}}'
+
+
+def answer_for(prompt: str, call: str) -> str:
+    """A call answer when the prompt ends in a JSON call prefix, else plain text."""
+    return call_answer(prompt, call) if prompt.rstrip().endswith((":", ",")) else TEXT_ANSWER
+
+
+def pieces(text: str, size: int = 5) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+class FakeLlamaCpp:
+    """A llama.cpp server (``llama-server``) on pytest-httpserver: streamed POST /completion (SSE, the
+    last event ``stop: true`` with the counts, no ``[DONE]``), /tokenize, /health and /props.
+
+    ``mode`` picks a failure: "ok", "http500", "garbage", "hang" (sleeps past the client's read
+    timeout), "truncate" (ends the stream without its final event), "error_event" (an error mid-stream).
+    """
+
+    def __init__(self, httpserver) -> None:
+        self.server = httpserver
+        self.url = httpserver.url_for("/").rstrip("/")
+        self.call = "send_message"
+        self.mode = "ok"
+        self.hang_seconds = 3.0
+        self.bodies: list[dict[str, Any]] = []
+        httpserver.expect_request("/completion", method="POST").respond_with_handler(self._completion)
+        httpserver.expect_request("/tokenize", method="POST").respond_with_handler(self._tokenize)
+        httpserver.expect_request("/health").respond_with_json({"status": "ok"})
+        httpserver.expect_request("/props").respond_with_json(
+            {"model_path": "/models/fake.gguf", "default_generation_settings": {"n_ctx": 4096}})
+
+    def backend(self, read_timeout: float = 600.0) -> LlamaCppBackend:
+        return LlamaCppBackend(self.url, read_timeout=read_timeout, context_window=4096)
+
+    def _tokenize(self, request: Request) -> Response:
+        content = request.get_json()["content"]
+        return Response(json.dumps({"tokens": list(range(len(content) // 4 + 1))}), content_type="application/json")
+
+    def _completion(self, request: Request) -> Response:
+        body = request.get_json()
+        self.bodies.append(body)
+        assert body["stream"] is True  # llmproxy always streams, so a disconnect can stop the generation
+        if self.mode == "http500":
+            error = {"error": {"code": 500, "message": "slot crashed", "type": "server_error"}}
+            return Response(json.dumps(error), status=500, content_type="application/json")
+        if self.mode == "garbage":
+            return Response("<html>502 Bad Gateway</html>", content_type="text/html")
+        if self.mode == "hang":
+            time.sleep(self.hang_seconds)
+        text = answer_for(body["prompt"], self.call)
+        return Response(self._events(text, len(body["prompt"]) // 4), content_type="text/event-stream")
+
+    def _events(self, text: str, prompt_tokens: int) -> Iterator[str]:
+        parts = pieces(text)
+        for index, part in enumerate(parts):
+            if index == len(parts) // 2 and self.mode in ("truncate", "error_event"):
+                if self.mode == "error_event":
+                    error = {"code": 500, "message": "out of memory", "type": "server_error"}
+                    yield "data: " + json.dumps({"error": error}) + "\n\n"
+                return
+            yield "data: " + json.dumps({"content": part, "stop": False, "tokens_predicted": index + 1}) + "\n\n"
+        final = {"content": "", "stop": True, "stop_type": "eos", "tokens_evaluated": prompt_tokens,
+                 "tokens_predicted": len(parts), "truncated": False}
+        yield "data: " + json.dumps(final) + "\n\n"
+
+
+class InstantBackend(Backend):
+    """Answers at once, in process, with a valid call (or text); records how its streams end."""
+
+    name = "instant"
+
+    def __init__(self, call: str = "send_message", delay: float = 0.0) -> None:
+        self.call = call
+        self.delay = delay  # seconds per delta, to give a client time to leave
+        self.closed_early = 0
+        self.finished = 0
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        return Completion(answer_for(prompt, self.call), "stop", len(prompt) // 4, 20)
+
+    def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+        parts = pieces(answer_for(prompt, self.call))
+        done = False
+        try:
+            for part in parts:
+                time.sleep(self.delay)
+                yield StreamDelta(part)
+            done = True
+            yield StreamDelta("", "stop", len(prompt) // 4, len(parts))
+        finally:
+            if done:
+                self.finished += 1
+            else:
+                self.closed_early += 1
+
+
+@contextlib.contextmanager
+def fake_llamacpp() -> Iterator[FakeLlamaCpp]:
+    """A FakeLlamaCpp on its own threaded server (a handler that hangs must not block the others)."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    try:
+        yield FakeLlamaCpp(server)
+    finally:
+        server.clear()
+        server.stop()
+
+
+@contextlib.contextmanager
+def running(routes: dict[str, Route], **options: Any) -> Iterator[RunningServer]:
+    server = RunningServer(routes, **options)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,168 @@
+"""Server configuration: the TOML file, routes from flags, and the ``llmproxy serve`` command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from server_helpers import fake_llamacpp, free_port
+from typer.testing import CliRunner
+
+from llmproxy.cli import app
+from llmproxy.config import load_config, setup
+from llmproxy.errors import ConfigurationError
+from llmproxy.wrappers import load_wrapper
+
+GOOD = """
+[server]
+port = 9123
+
+[models.smol]
+wrapper = "chatml-noforce-roles"
+grammar = "none"
+context_window = 2048
+settings = { temperature = 0.2 }
+
+[models.big]
+backend = "llamacpp"
+endpoint = "http://localhost:8080/v1"
+context_window = 16384
+auth_type = "bearer_token"
+auth_key = "k"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "llmproxy.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_config_file_defines_named_routes(tmp_path):
+    path = write(tmp_path, GOOD)
+    server, routes = setup(path, {})
+    assert (server.host, server.port) == ("127.0.0.1", 9123)
+    assert list(routes) == ["smol", "big"]
+    smol, big = routes["smol"], routes["big"]
+    wrapper = load_wrapper("chatml-noforce-roles").wrapper
+    assert (smol.backend.name, smol.wrapper, smol.grammar, smol.context_window) == ("embedded", wrapper, "none", 2048)
+    assert smol.settings == {"temperature": 0.2}
+    assert (big.backend.name, big.backend.endpoint, big.context_window) == ("llamacpp", "http://localhost:8080", 16384)
+    assert big.backend.http._client.headers["authorization"] == "Bearer k"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[models.a\n", "not valid TOML"),
+    ("[models.a]\nwraper = 'chatml'\n", "models.a.wraper: Extra inputs are not permitted"),
+    ("[models.a]\ncontext_window = 'big'\n", "models.a.context_window"),
+    ("[server]\nport = 8100\n", "models: Field required"),
+    ("[models]\n", "models: Dictionary should have at least 1 item"),
+    ("[models.a]\nbackend = 'gpt'\n", "model 'a': unknown backend 'gpt'; choose one of: embedded, llamacpp"),
+    ("[models.a]\nwrapper = 'nope'\n", "model 'a': unknown wrapper 'nope'"),
+    ("[models.a]\ngrammar = 'nope'\n", "unknown grammar 'nope'; use auto, none or one of: json"),
+    ("[models.a]\nsettings = { temperature = 'hot' }\n", "model 'a': setting 'temperature'"),
+    ("[models.a]\nauth_type = 'magic'\n", "models.a.auth_type"),
+])
+def test_bad_config_files_say_what_and_where(tmp_path, text, says):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigurationError) as failed:
+        setup(path, {})
+    assert str(path) in failed.value.message and says in failed.value.message
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_flags_define_one_route():
+    server, routes = setup(None, {"backend": "llamacpp", "model": "mixtral", "context_window": 4096})
+    assert server.port == 8100 and list(routes) == ["mixtral"]
+    _, routes = setup(None, {})
+    assert list(routes) == ["embedded"] and routes["embedded"].backend.name == "embedded"
+
+
+def test_flags_and_a_config_file_do_not_mix(tmp_path):
+    with pytest.raises(ConfigurationError, match="--backend, --grammar cannot be combined with a config file"):
+        setup(write(tmp_path, GOOD), {"backend": "llamacpp", "grammar": "none"})
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """What ``serve`` hands to uvicorn, instead of serving."""
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app_, **options: calls.append((app_, options)))
+    return calls
+
+
+def test_serve_defaults(launched, monkeypatch):
+    monkeypatch.delenv("LLMPROXY_CONFIG", raising=False)
+    monkeypatch.setenv("LLMPROXY_API_KEY", "from-env")
+    result = CliRunner().invoke(app, ["serve", "--backend", "llamacpp", "--context-window", "4096"])
+    assert result.exit_code == 0, result.output
+    ((served, options),) = launched
+    assert (options["host"], options["port"], options["log_level"]) == ("127.0.0.1", 8100, "info")
+    assert served.state.service.api_key == b"from-env"
+    assert list(served.state.service.routes) == ["llamacpp"]
+
+
+def test_serve_config_from_the_environment(launched, monkeypatch, tmp_path):
+    monkeypatch.setenv("LLMPROXY_CONFIG", str(write(tmp_path, GOOD)))
+    result = CliRunner().invoke(app, ["serve", "--port", "9999", "--log-level", "DEBUG"])
+    assert result.exit_code == 0, result.output
+    ((served, options),) = launched
+    assert (options["port"], options["log_level"]) == (9999, "debug")
+    assert list(served.state.service.routes) == ["smol", "big"]
+
+
+@pytest.mark.parametrize("arguments, says", [
+    (["serve", "--backend", "gpt"], "unknown backend 'gpt'"),
+    (["serve", "--grammar", "nope"], "unknown grammar 'nope'"),
+    (["serve", "--log-level", "loud"], "--log-level must be one of"),
+    (["serve", "--config", "/nonexistent.toml"], "does not exist"),
+])
+def test_serve_rejects_bad_options(launched, monkeypatch, arguments, says):
+    monkeypatch.delenv("LLMPROXY_CONFIG", raising=False)
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2 and says in result.output
+    assert not launched
+
+
+def test_help_explains_every_option():
+    result = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200)
+    for option in ("--config", "--backend", "--endpoint", "--model", "--wrapper", "--grammar", "--context-window",
+                   "--host", "--port", "--api-key", "--log-level"):
+        assert option in result.output
+    assert "Example" in result.output and "127.0.0.1" in result.output
+
+
+def test_console_script_serves(tmp_path):
+    """``llmproxy serve`` for real, in its own process, in front of a fake llama.cpp."""
+    with fake_llamacpp() as llama:
+        port = free_port()
+        script = Path(sys.executable).with_name("llmproxy")
+        process = subprocess.Popen([str(script), "serve", "--backend", "llamacpp", "--endpoint", llama.url,
+                                    "--model", "fake", "--port", str(port)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    response = httpx.get(f"http://127.0.0.1:{port}/v1/models")
+                    break
+                except httpx.ConnectError:
+                    assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+                    time.sleep(0.1)
+            assert [m["id"] for m in response.json()["data"]] == ["fake"]
+        finally:
+            process.terminate()
+            output = process.communicate(timeout=10)[0]
+    assert "OpenAI base URL: http://127.0.0.1:" in output
