@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from llmproxy._gbnf_schema import RuleSet
 from llmproxy.backends.base import Backend
 from llmproxy.errors import InvalidRequestError, UnsupportedRequestError
-from llmproxy.grammar import grammar_names, load_grammar, validate_grammar
+from llmproxy.grammar import grammar_names, load_grammar, schema_grammar, validate_grammar
 from llmproxy.proxy import Plan
 from llmproxy.types import ResponseFormat
 
@@ -32,12 +31,6 @@ class Constraint:
     def settings(self) -> dict[str, Any]:
         """The constraint as generation settings."""
         return {key: value for key, value in (("grammar", self.grammar), ("json_schema", self.json_schema)) if value}
-
-
-def schema_grammar(schema: dict[str, Any]) -> str:
-    """GBNF for JSON values valid under ``schema`` (a superset where GBNF cannot express a keyword)."""
-    rules = RuleSet()
-    return rules.render("ws " + rules.value(schema, "answer", 1, schema))
 
 
 def _format_schema(response_format: ResponseFormat) -> dict[str, Any] | None:

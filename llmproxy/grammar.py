@@ -36,7 +36,7 @@ from typing import Any, Literal
 from llmproxy._data import data_dir
 from llmproxy._gbnf_schema import GrammarError, RuleSet, json_literal, key_value
 
-__all__ = ["GrammarError", "build_call_grammar", "grammar_names", "load_grammar", "validate_grammar"]
+__all__ = ["GrammarError", "build_call_grammar", "grammar_names", "load_grammar", "schema_grammar", "validate_grammar"]
 
 MAX_FUNCTIONS = 256
 MAX_GRAMMAR_BYTES = 1 << 20
@@ -83,6 +83,13 @@ def build_call_grammar(
         raise GrammarError(f"function definitions are not JSON: {exc}") from None
     # Unsorted keys on purpose: property order is part of the grammar.
     return _build(key, inner_thoughts, choice, prefix)
+
+
+def schema_grammar(schema: dict[str, Any]) -> str:
+    """GBNF for JSON values valid under ``schema`` (a superset where GBNF cannot express a keyword);
+    used for ``response_format`` json_schema."""
+    rules = RuleSet()
+    return rules.render("ws " + rules.value(schema, "answer", 1, schema))
 
 
 def _definition(function: Any) -> Any:
