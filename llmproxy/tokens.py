@@ -7,12 +7,61 @@ estimate and responses say so.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
 from llmproxy.backends.base import Backend
 
 _CHARS_PER_TOKEN = 3.5  # conservative for English and JSON; only used when tiktoken is unavailable
+
+
+class PrefixTokenCache:
+    """A small thread-safe LRU of prompt text -> token count.
+
+    Prompts repeat (retries, the context check then the request) and an agent's next prompt extends
+    its last one, so a new prompt is counted as a cached prefix plus only the new text after it (the
+    join may be off by a token, which the context check tolerates).
+    """
+
+    MIN_PREFIX = 256  # characters; shorter prefixes save too little to be worth the join's error
+
+    def __init__(self, size: int = 256) -> None:
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> int | None:
+        with self._lock:
+            count = self._counts.get(text)
+            if count is not None:
+                self._counts.move_to_end(text)
+            return count
+
+    def longest_prefix(self, text: str) -> tuple[str, int]:
+        """The longest cached text that ``text`` starts with, and its count ("", 0 when none)."""
+        with self._lock:
+            best = max((cached for cached in self._counts
+                        if len(cached) >= self.MIN_PREFIX and text.startswith(cached)), key=len, default="")
+            return best, self._counts.get(best, 0)
+
+    def count(self, text: str, count_fn: Callable[[str], int]) -> int:
+        """Tokens in ``text``: cached, else a cached prefix's count plus ``count_fn`` of the rest."""
+        cached = self.get(text)
+        if cached is not None:
+            return cached
+        prefix, prefix_count = self.longest_prefix(text)
+        total = prefix_count + count_fn(text[len(prefix):])
+        self.put(text, total)
+        return total
+
+    def put(self, text: str, count: int) -> None:
+        with self._lock:
+            self._counts[text] = count
+            if len(self._counts) > self._size:
+                self._counts.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -32,12 +81,19 @@ def _tiktoken_encoding():
         return None
 
 
-def estimate_tokens(text: str) -> int:
-    """Tokens in ``text`` without the model's tokenizer: tiktoken's cl100k, else characters / 3.5."""
+def _estimate(text: str) -> int:
     encoding = _tiktoken_encoding()
     if encoding is not None:
         return len(encoding.encode(text, disallowed_special=()))
     return math.ceil(len(text) / _CHARS_PER_TOKEN)
+
+
+_estimates = PrefixTokenCache()
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text`` without the model's tokenizer: tiktoken's cl100k, else characters / 3.5."""
+    return _estimates.count(text, _estimate)
 
 
 def count_tokens(text: str, backend: Backend | None = None) -> TokenCount:

@@ -3,8 +3,6 @@ convention, grammar-field handling, the token-count cache, and a probe that neve
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import httpx
@@ -12,46 +10,11 @@ import httpx
 from llmproxy.backends._http import HTTPClient, auth_headers, default_endpoint, normalize_endpoint
 from llmproxy.backends.base import Backend, GenerationParams, ProbeResult
 from llmproxy.errors import BackendHTTPError, ConfigurationError, LLMProxyError, UnsupportedRequestError
+from llmproxy.tokens import PrefixTokenCache
 
 # Used only when the caller sends no max_tokens: every backend gets an explicit limit, because some
 # (vLLM, old text-generation-webui) silently stop after 16 tokens otherwise.
 FALLBACK_MAX_TOKENS = 1024
-
-
-class _TokenCountCache:
-    """A small thread-safe LRU of prompt text -> token count.
-
-    Prompts repeat (retries, the context check then the request) and an agent's next prompt extends
-    its last one, so a new prompt is counted as a cached prefix plus only the new text after it (the
-    join may be off by a token, which the context check tolerates).
-    """
-
-    MIN_PREFIX = 256  # characters; shorter prefixes save too little to be worth the join's error
-
-    def __init__(self, size: int = 256) -> None:
-        self._counts: OrderedDict[str, int] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, text: str) -> int | None:
-        with self._lock:
-            count = self._counts.get(text)
-            if count is not None:
-                self._counts.move_to_end(text)
-            return count
-
-    def longest_prefix(self, text: str) -> tuple[str, int]:
-        """The longest cached text that ``text`` starts with, and its count ("", 0 when none)."""
-        with self._lock:
-            best = max((cached for cached in self._counts
-                        if len(cached) >= self.MIN_PREFIX and text.startswith(cached)), key=len, default="")
-            return best, self._counts.get(best, 0)
-
-    def put(self, text: str, count: int) -> None:
-        with self._lock:
-            self._counts[text] = count
-            if len(self._counts) > self._size:
-                self._counts.popitem(last=False)
 
 
 class HTTPBackend(Backend):
@@ -87,7 +50,7 @@ class HTTPBackend(Backend):
         self._context_window = context_window
         self._context_asked = context_window is not None
         self._tokenizer_missing = False
-        self._token_counts = _TokenCountCache()
+        self._token_counts = PrefixTokenCache()
         self.http = HTTPClient(
             self.name,
             self.endpoint,
@@ -113,18 +76,13 @@ class HTTPBackend(Backend):
         """Tokens by the server's own tokenizer; None when it has none (the caller then estimates)."""
         if not self.capabilities.tokenizer or self._tokenizer_missing:
             return None
-        count = self._token_counts.get(text)
-        if count is None:
-            prefix, prefix_count = self._token_counts.longest_prefix(text)
-            try:
-                count = prefix_count + self._count_tokens(text[len(prefix):])
-            except BackendHTTPError as exc:
-                if exc.status != 404:
-                    raise
-                self._tokenizer_missing = True  # e.g. an OpenAI-compatible server without /tokenize
-                return None
-            self._token_counts.put(text, count)
-        return count
+        try:
+            return self._token_counts.count(text, self._count_tokens)
+        except BackendHTTPError as exc:
+            if exc.status != 404:
+                raise
+            self._tokenizer_missing = True  # e.g. an OpenAI-compatible server without /tokenize
+            return None
 
     def _count_tokens(self, text: str) -> int:
         raise NotImplementedError
