@@ -30,6 +30,13 @@ class InvalidRequestError(LLMProxyError):
     error_type = "invalid_request_error"
 
 
+def invalid_request(errors: list[dict]) -> InvalidRequestError:
+    """Pydantic/FastAPI validation errors as one error naming the first bad field (``messages.0.role``)."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "request"
+    return InvalidRequestError(f"invalid request: {where}: {first.get('msg')}", param=where)
+
+
 class UnsupportedRequestError(InvalidRequestError):
     """A valid OpenAI request that this route cannot honour (e.g. a tool_choice it cannot enforce)."""
 

@@ -19,9 +19,9 @@ from llmproxy.call_schema import call_json_schema
 from llmproxy.calls import Answer, apply_heartbeat_rule, check_call, parse_answer, response_message
 from llmproxy.errors import (
     ContextWindowExceededError,
-    InvalidRequestError,
     OutputParseError,
     UnsupportedRequestError,
+    invalid_request,
 )
 from llmproxy.route import Route, build_route
 from llmproxy.settings import deep_merge, resolve_settings, to_generation_params
@@ -216,9 +216,7 @@ def parse_request(fields: dict[str, Any]) -> ChatRequest:
     try:
         return ChatRequest.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "request"
-        raise InvalidRequestError(f"invalid request: {where}: {first['msg']}", param=where) from exc
+        raise invalid_request(exc.errors()) from exc
 
 
 def get_chat_completion(

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from llmproxy import __version__
 from llmproxy.backends.base import ProbeResult
 from llmproxy.completions import CompletionRequest, TextChunks, finish_completion, plan_completion
-from llmproxy.errors import ConfigurationError, InvalidRequestError, LLMProxyError
+from llmproxy.errors import ConfigurationError, InvalidRequestError, LLMProxyError, invalid_request
 from llmproxy.formats import with_response_format
 from llmproxy.proxy import finish, parse_request, plan
 from llmproxy.route import Route
@@ -37,7 +37,6 @@ from llmproxy.server_errors import (
     ModelNotFoundError,
     PayloadTooLargeError,
     envelope,
-    validation_error,
 )
 from llmproxy.server_log import RequestLog, logger
 from llmproxy.serving import Cancelled, Gates, Job, answer, in_thread, stream
@@ -138,7 +137,7 @@ def _read_completion(service: Service, fields: dict[str, Any]) -> tuple[Route, C
     try:
         text = CompletionRequest.model_validate(fields)
     except ValidationError as exc:
-        raise validation_error(exc.errors()) from None
+        raise invalid_request(exc.errors()) from None
     route = service.route(text.model)
     return route, partial(_text_job, route, text), text.stream
 
@@ -236,7 +235,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error_response(exc, request)
 
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
-        return _error_response(validation_error(list(exc.errors())), request)
+        return _error_response(invalid_request(list(exc.errors())), request)
 
     app.add_exception_handler(RequestValidationError, invalid)
     for kind in (LLMProxyError, HTTPException, Exception):

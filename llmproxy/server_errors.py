@@ -7,8 +7,6 @@ anything unexpected is a 500 that says to look at the server log and never shows
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.exceptions import HTTPException
 
 from llmproxy.errors import InvalidRequestError, LLMProxyError
@@ -35,14 +33,6 @@ class PayloadTooLargeError(InvalidRequestError):
 
     status_code = 413
     code = "request_too_large"
-
-
-def validation_error(errors: list[dict[str, Any]]) -> InvalidRequestError:
-    """FastAPI/pydantic validation errors as one error naming the first bad field."""
-    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
-    where = ".".join(loc) or "request"
-    return InvalidRequestError(f"invalid request: {where}: {first.get('msg')}", param=where)
 
 
 def envelope(exc: BaseException) -> tuple[int, ErrorResponse]:
