@@ -357,15 +357,7 @@ class Wrapper:
 
     def _call_json(self, name: str, arguments: str, thoughts: str | None) -> str:
         """A past call in the exact JSON shape this wrapper asks the model to write."""
-        params = _json_or_none(arguments)
-        if not isinstance(params, dict):
-            params = {"arguments": arguments} if arguments else {}
-        placement = self.spec.inner_thoughts
-        if placement == "params":
-            return self._dump({"function": name, "params": {INNER_THOUGHTS_KEY: thoughts or "", **params}})
-        if placement == "top":
-            return self._dump({INNER_THOUGHTS_KEY: thoughts or "", "function": name, "params": params})
-        return self._dump({"function": name, "params": params})
+        return _call_json(name, arguments, thoughts, self.spec.inner_thoughts, self.spec.json_indent)
 
     def _dump(self, value: Any) -> str:
         return json.dumps(value, indent=self.spec.json_indent, ensure_ascii=False)
@@ -388,6 +380,21 @@ class Wrapper:
             # The model restarted the object after a prefix such as '{"function":' - keep its own object.
             return stripped
         return prefix + text
+
+
+@lru_cache(maxsize=4096)
+def _call_json(name: str, arguments: str, thoughts: str | None, placement: InnerThoughts, indent: int) -> str:
+    # Cached: agents resend their whole history every turn, calls included.
+    params = _json_or_none(arguments)
+    if not isinstance(params, dict):
+        params = {"arguments": arguments} if arguments else {}
+    if placement == "params":
+        shaped = {"function": name, "params": {INNER_THOUGHTS_KEY: thoughts or "", **params}}
+    elif placement == "top":
+        shaped = {INNER_THOUGHTS_KEY: thoughts or "", "function": name, "params": params}
+    else:
+        shaped = {"function": name, "params": params}
+    return json.dumps(shaped, indent=indent, ensure_ascii=False)
 
 
 def _cut_at_markers(text: str, markers: Sequence[str]) -> str:
