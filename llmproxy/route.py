@@ -63,14 +63,12 @@ def build_route(
         backend = _cached_backend(endpoint_type, endpoint, model, auth_type, auth_key, context_window, extra)
     except TypeError as exc:  # an option the backend's constructor does not take
         raise ConfigurationError(f"backend {endpoint_type!r} does not take these options: {exc}") from exc
-    if grammar is None:
-        grammar = "none" if resolved.grammar is False else "auto"
     window = context_window or backend.context_window() or DEFAULT_CONTEXT_WINDOW
     return Route(
         name=name or model or endpoint_type,
         backend=backend,
         wrapper=resolved.wrapper,
-        grammar=grammar,
+        grammar=resolved.grammar_mode(grammar),
         context_window=window,
         settings=dict(settings or {}),
         function_correction=function_correction,

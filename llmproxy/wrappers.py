@@ -74,6 +74,10 @@ class Resolved:
     wrapper: Wrapper
     grammar: bool | None = None
 
+    def grammar_mode(self, asked: str | None = None) -> str:
+        """The grammar mode to use: what was asked, else the alias's setting, else ``auto``."""
+        return asked or ("none" if self.grammar is False else "auto")
+
 
 # --- loading ---------------------------------------------------------------------------------
 

@@ -101,7 +101,7 @@ def offline_route(backend: str, wrapper: str | None, grammar: str | None, contex
         name=backend,
         backend=_StandIn(backend),
         wrapper=resolved.wrapper,
-        grammar=grammar or ("none" if resolved.grammar is False else "auto"),  # build_route's default
+        grammar=resolved.grammar_mode(grammar),
         context_window=context_window or DEFAULT_CONTEXT_WINDOW,
     )
 
