@@ -85,16 +85,14 @@ def memgpt_request() -> dict:
 
 
 def serve(port: int, tokenizer: bool) -> None:
-    import uvicorn
-
     from llmproxy.route import Route
-    from llmproxy.server import create_app
+    from llmproxy.server import create_app, run
     from llmproxy.wrappers import load_wrapper
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     route = Route(name="bench", backend=InstantBackend(tokenizer), wrapper=load_wrapper("chatml").wrapper,
                   grammar="none", context_window=8192)
-    uvicorn.run(create_app({"bench": route}), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    run(create_app({"bench": route}), "127.0.0.1", port, "warning")
 
 
 # --- the load ----------------------------------------------------------------------------------

@@ -10,9 +10,9 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import jsonschema
@@ -30,6 +30,7 @@ from llmproxy.types import (
     ToolChoice,
     UserMessage,
     content_text,
+    new_id,
 )
 from llmproxy.wrappers import INNER_THOUGHTS_KEY
 
@@ -113,6 +114,14 @@ def _arguments_object(arguments: Any, raw: str) -> tuple[dict[str, Any], tuple[s
 # --- checking --------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Any:
+    """A validator for a parameters schema, by its canonical JSON: agents offer the same functions on
+    every turn, and building a validator costs more than validating."""
+    schema = json.loads(schema_json)
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+
+
 def check_call(call: Call, functions: Sequence[FunctionDefinition], choice: ToolChoice, raw: str) -> Call:
     """Validate ``call`` against the offered functions and the tool choice; returns the cleaned call."""
     by_name = {function.name: function for function in functions}
@@ -128,8 +137,8 @@ def check_call(call: Call, functions: Sequence[FunctionDefinition], choice: Tool
     arguments = dict(call.arguments)
     if call.name == SEND_MESSAGE and HEARTBEAT_KEY not in function.parameters.get("properties", {}):
         arguments.pop(HEARTBEAT_KEY, None)
-    validator_class = jsonschema.validators.validator_for(function.parameters, default=jsonschema.Draft202012Validator)
-    problems = sorted(validator_class(function.parameters).iter_errors(arguments), key=lambda e: list(e.path))
+    problems = sorted(_validator(json.dumps(function.parameters, sort_keys=True)).iter_errors(arguments),
+                      key=lambda e: list(e.path))
     if problems:
         where = "/".join(str(part) for part in problems[0].path) or "(arguments)"
         raise FunctionCallError(
@@ -168,5 +177,5 @@ def response_message(content: str | None, call: Call | None, form: AnswerForm) -
     function_call = FunctionCall(name=call.name, arguments=json.dumps(call.arguments, ensure_ascii=False))
     if form == "functions":
         return ResponseMessage(content=content, function_call=function_call), "function_call"
-    tool_call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=function_call)
+    tool_call = ToolCall(id=new_id("call", "_"), function=function_call)
     return ResponseMessage(content=content, tool_calls=[tool_call]), "tool_calls"

@@ -100,10 +100,8 @@ def serve(
 
       llmproxy serve --config models.toml --host 0.0.0.0 --api-key "$KEY"
     """
-    import uvicorn
-
     from llmproxy.config import setup
-    from llmproxy.server import create_app
+    from llmproxy.server import create_app, run
 
     level = log_level.lower()
     if level not in LOG_LEVELS:
@@ -124,8 +122,7 @@ def serve(
         log.info("model %r: backend %s, wrapper %s, grammar %s, context %d tokens", name, route.backend.name,
                  route.wrapper.name, route.grammar, route.context_window)
     log.info("OpenAI base URL: http://%s:%d/v1 (docs at /docs)", listen_host, listen_port)
-    # Our own log line per request replaces uvicorn's access log.
-    uvicorn.run(server_app, host=listen_host, port=listen_port, log_level=level, access_log=False)
+    run(server_app, listen_host, listen_port, level)
 
 
 def _is_loopback(host: str) -> bool:

@@ -17,7 +17,7 @@ from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.errors import ContextWindowExceededError
 from llmproxy.formats import format_constraint, grammar_constraint
 from llmproxy.route import Route
-from llmproxy.settings import deep_merge, resolve_settings, to_generation_params
+from llmproxy.settings import deep_merge, to_generation_params
 from llmproxy.tokens import TokenCount, count_tokens
 from llmproxy.types import ResponseFormat, StreamOptions, Usage, new_id
 
@@ -91,7 +91,7 @@ def plan_completion(request: CompletionRequest, route: Route) -> TextPlan:
     values = {"temperature": request.temperature, "top_p": request.top_p, "seed": request.seed,
               "max_tokens": request.max_tokens}
     asked = {key: value for key, value in values.items() if value is not None}
-    settings = resolve_settings(route.backend.name, deep_merge(route.settings, asked))
+    settings = deep_merge(route.base_settings, asked)
     settings.update(constraint.settings())
     # Only the caller's stop strings: the settings' ones belong to the wrappers' prompt formats.
     settings["stop"] = [request.stop] if isinstance(request.stop, str) else request.stop or []

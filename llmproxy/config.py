@@ -34,7 +34,7 @@ from llmproxy.errors import ConfigurationError
 from llmproxy.grammar import grammar_names
 from llmproxy.route import Route, build_route
 from llmproxy.server import DEFAULT_MAX_BODY_BYTES
-from llmproxy.settings import resolve_settings, to_generation_params
+from llmproxy.settings import to_generation_params
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8100  # 8000 is vLLM's default and 8080 llama.cpp's: both often run next to llmproxy
@@ -110,7 +110,7 @@ def model_route(name: str, model: ModelConfig) -> Route:
         auth_key=model.auth_key,
         name=name,
     )
-    to_generation_params(resolve_settings(route.backend.name, route.settings))  # bad settings fail now, not per request
+    to_generation_params(route.base_settings)  # bad settings fail now, not per request
     return route
 
 

@@ -24,7 +24,7 @@ from llmproxy.errors import (
     invalid_request,
 )
 from llmproxy.route import Route, build_route
-from llmproxy.settings import deep_merge, resolve_settings, to_generation_params
+from llmproxy.settings import deep_merge, to_generation_params
 from llmproxy.tokens import TokenCount, count_tokens
 from llmproxy.types import ChatCompletion, ChatRequest, Choice, FunctionDefinition, ProxyInfo, ToolChoice, Usage
 from llmproxy.wrappers import CallMode, Rendered
@@ -136,7 +136,7 @@ def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> 
         )
         if value is not None
     }
-    settings = resolve_settings(route.backend.name, deep_merge(route.settings, from_request))
+    settings = deep_merge(route.base_settings, from_request)
     constraint_label = _constrain(settings, constraint, route, rendered, functions, choice)
     stops = list(dict.fromkeys([*rendered.stop, *(settings.get("stop") or []), *request.stop_list()]))
     settings["stop"] = stops

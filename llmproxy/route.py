@@ -7,12 +7,13 @@ loaded embedded model); the server builds one per configured model name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from llmproxy.backends import create_backend
 from llmproxy.backends.base import Backend
 from llmproxy.errors import ConfigurationError
+from llmproxy.settings import resolve_settings
 from llmproxy.wrappers import Wrapper, load_wrapper
 
 DEFAULT_WRAPPER = "chatml"
@@ -28,6 +29,14 @@ class Route:
     context_window: int = DEFAULT_CONTEXT_WINDOW
     settings: dict[str, Any] = field(default_factory=dict)
     function_correction: bool = True
+
+    @cached_property
+    def base_settings(self) -> dict[str, Any]:
+        """The backend's shipped defaults, then the user settings file, then this route's settings.
+
+        Read once per route: the library builds a route per call, so it sees the file as it is now;
+        the server's routes live as long as it does, so it reads the file when it starts."""
+        return resolve_settings(self.backend.name, self.settings)
 
 
 @lru_cache(maxsize=32)

@@ -1,11 +1,14 @@
 """Running backend work for the server without blocking its event loop.
 
-Backends are synchronous (httpx sync clients, llama-cpp-python), so every call runs in a worker
-thread. Backends that serve one generation at a time (``capabilities.concurrent`` false: the embedded
-model) get a gate, so queued requests wait on the event loop instead of holding threads, and leave
-the queue when their client goes away. Generations always go through ``Backend.stream`` so they can
-be stopped between tokens: a client that disconnects closes the backend's stream (which closes its
-HTTP response, telling the server to stop) instead of leaving it to run for nobody.
+Backends are synchronous (httpx sync clients, llama-cpp-python), so every generation runs in a
+worker thread. Planning a request and finishing its answer only compute, so they run on the event
+loop: in a worker thread they would fight the loop for the GIL, which halves the server's
+throughput. Each backend gets a ``Lane`` that says how it is called. Backends that serve one
+generation at a time (``capabilities.concurrent`` false: the embedded model) get a gate, so queued
+requests wait on the event loop instead of holding threads, and leave the queue when their client
+goes away. Generations always go through ``Backend.stream`` so they can be stopped between tokens:
+a client that disconnects closes the backend's stream (which closes its HTTP response, telling the
+server to stop) instead of leaving it to run for nobody.
 """
 
 from __future__ import annotations
@@ -36,16 +39,25 @@ class Cancelled(Exception):
     """The client went away; the work for it was stopped."""
 
 
-class Gates:
-    """A gate per backend that serves one generation at a time; no gate for the others."""
+class Lane:
+    """How the server calls one backend, decided once from its capabilities."""
 
-    def __init__(self) -> None:
-        self._gates: dict[int, asyncio.Semaphore] = {}
+    def __init__(self, backend: Backend) -> None:
+        capabilities = backend.capabilities
+        self.backend = backend
+        self.gate = None if capabilities.concurrent else asyncio.Semaphore(1)
+        # Counting tokens with the backend's tokenizer is a call to it (HTTP, or the loaded model),
+        # which may wait: planning then runs in a worker thread instead of on the event loop.
+        self.plans_in_thread = capabilities.tokenizer
 
-    def gate(self, backend: Backend) -> asyncio.Semaphore | None:
-        if backend.capabilities.concurrent:
-            return None
-        return self._gates.setdefault(id(backend), asyncio.Semaphore(1))
+    async def prepare(self, prepare: Callable[[], Job], log: RequestLog) -> Job:
+        job = await in_thread(prepare) if self.plans_in_thread else prepare()
+        log.prompt(job.prompt, job.grammar)
+        return job
+
+    def release(self) -> None:
+        if self.gate is not None:
+            self.gate.release()
 
 
 class Collector:
@@ -96,10 +108,16 @@ class Job:
     grammar: str | None = None
 
 
+def _open(backend: Backend, job: Job, cancelled: threading.Event) -> Iterator[StreamDelta]:
+    if cancelled.is_set():  # the client left while the request was being planned
+        raise Cancelled()
+    return iter(backend.stream(job.prompt, job.params))
+
+
 def generate(backend: Backend, job: Job, cancelled: threading.Event) -> Completion:
     """A whole generation, stopped between deltas once ``cancelled`` is set. Runs in a worker thread."""
     collector = Collector()
-    deltas = iter(backend.stream(job.prompt, job.params))
+    deltas = _open(backend, job, cancelled)
     try:
         for delta in deltas:
             if cancelled.is_set():
@@ -194,47 +212,27 @@ class EventStream(StreamingResponse):
 # --- the two ways to answer ------------------------------------------------------------------
 
 
-def _prepare(prepare: Callable[[], Job], log: RequestLog, cancelled: threading.Event) -> Job:
-    if cancelled.is_set():  # the client left while the request waited
-        raise Cancelled()
-    job = prepare()
-    log.prompt(job.prompt, job.grammar)
-    return job
-
-
-def _run(backend: Backend, prepare: Callable[[], Job], log: RequestLog, cancelled: threading.Event) -> BaseModel:
-    job = _prepare(prepare, log, cancelled)
-    completion = generate(backend, job, cancelled)
+async def answer(request: Request, lane: Lane, prepare: Callable[[], Job], log: RequestLog) -> BaseModel:
+    """The whole response at once. ``prepare`` plans the request once the lane's gate lets it in."""
+    async with watching(request) as watch:
+        await watch.enter(lane.gate)
+        try:
+            job = await lane.prepare(prepare, log)
+            completion = await in_thread(generate, lane.backend, job, watch.cancelled)
+        finally:
+            lane.release()
     log.raw_output(completion.text)
     return job.finish(completion)
 
 
-async def answer(request: Request, backend: Backend, gate: asyncio.Semaphore | None, prepare: Callable[[], Job],
-                 log: RequestLog) -> BaseModel:
-    """The whole response at once. ``prepare`` (plan the request) runs in the worker thread too."""
-    async with watching(request) as watch:
-        await watch.enter(gate)
-        try:
-            return await in_thread(_run, backend, prepare, log, watch.cancelled)
-        finally:
-            if gate is not None:
-                gate.release()
-
-
-def _open(backend: Backend, prepare: Callable[[], Job], log: RequestLog,
-          cancelled: threading.Event) -> tuple[Job, Iterator[StreamDelta]]:
-    job = _prepare(prepare, log, cancelled)
-    return job, iter(backend.stream(job.prompt, job.params))
-
-
-async def stream(request: Request, backend: Backend, gate: asyncio.Semaphore | None, prepare: Callable[[], Job],
-                 log: RequestLog) -> EventStream:
+async def stream(request: Request, lane: Lane, prepare: Callable[[], Job], log: RequestLog) -> EventStream:
     """A server-sent event stream of the response.
 
     The request is planned and the backend's first delta awaited before the stream starts, so a
     request the backend refuses (down, overflow, bad grammar) still gets a proper HTTP error status.
     A failure after that ends the stream with an error event and ``[DONE]``.
     """
+    backend = lane.backend
     deltas: Iterator[StreamDelta] | None = None
     gated = False
 
@@ -242,13 +240,14 @@ async def stream(request: Request, backend: Backend, gate: asyncio.Semaphore | N
         if deltas is not None:
             await in_thread(close_stream, deltas)
         if gated:
-            gate.release()
+            lane.release()
 
     try:
         async with watching(request) as watch:
-            await watch.enter(gate)
-            gated = gate is not None
-            job, deltas = await in_thread(_open, backend, prepare, log, watch.cancelled)
+            await watch.enter(lane.gate)
+            gated = True
+            job = await lane.prepare(prepare, log)
+            deltas = await in_thread(_open, backend, job, watch.cancelled)
             first = await in_thread(next, deltas, None)
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -272,7 +271,7 @@ async def stream(request: Request, backend: Backend, gate: asyncio.Semaphore | N
                 delta = await in_thread(next, source, None)
             completion = collector.completion()
             log.raw_output(completion.text)
-            response = await in_thread(job.finish, completion)
+            response = job.finish(completion)
             log.answered(response)
             for chunk in chunks.closing(response):
                 yield sse(chunk)

@@ -134,6 +134,7 @@ def _environment() -> ImmutableSandboxedEnvironment:
         trim_blocks=True,  # block tags do not leave newlines behind: templates spell out every one
         lstrip_blocks=True,
         autoescape=False,
+        auto_reload=False,  # shipped data: no file check on every {% import %} of every render
     )
     env.filters["tojson_pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     return env
