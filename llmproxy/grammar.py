@@ -23,10 +23,10 @@ import contextlib
 import ctypes
 import importlib.util
 import io
+import json
 import os
 import sys
 import tempfile
-import json
 import threading
 from collections.abc import Iterator, Sequence
 from functools import cache, lru_cache

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-
 from scripted_backend import ScriptedBackend
 
 from llmproxy.backends.base import Completion

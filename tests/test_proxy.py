@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from scripted_backend import ScriptedBackend
 
 from llmproxy.backends.base import Capabilities, Completion

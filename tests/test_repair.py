@@ -7,11 +7,10 @@ import time
 
 import pytest
 
-from llmproxy.errors import JSONRepairError, LLMProxyError
 import llmproxy.repair as repair_module
-from tests.hostile_json import HOSTILE
+from llmproxy.errors import JSONRepairError, LLMProxyError
 from llmproxy.repair import MAX_DEPTH, Repaired, repair, repair_json
-
+from tests.hostile_json import HOSTILE
 
 
 def call(function: str, **params: object) -> dict:

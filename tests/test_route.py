@@ -1,11 +1,15 @@
-"""Routes: wrapper aliases set grammar use, backends are shared, backend options reach the backend."""
+"""Routes: wrapper aliases set grammar use, backends are shared, backend options reach the backend,
+settings are resolved once per route."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from llmproxy.errors import ConfigurationError
 from llmproxy.route import build_route
+from llmproxy.settings import USER_SETTINGS_ENV
 
 
 def test_grammar_alias_and_explicit_setting():
@@ -41,3 +45,18 @@ def test_unknown_backend_and_wrapper_are_configuration_errors():
         build_route(endpoint_type="gpt5")
     with pytest.raises(ConfigurationError, match="unknown wrapper"):
         build_route(wrapper="nope")
+
+
+def test_settings_are_read_once_per_route(tmp_path, monkeypatch):
+    """The library builds a route per call, so it sees the user file as it is now; the server's routes
+    keep what the file said when it started."""
+    user_file = tmp_path / "settings.json"
+    monkeypatch.setenv(USER_SETTINGS_ENV, str(user_file))
+    user_file.write_text(json.dumps({"temperature": 0.3}), encoding="utf-8")
+    route = build_route(endpoint_type="llamacpp", endpoint="http://127.0.0.1:9", context_window=4096,
+                        settings={"seed": 7})
+    assert route.base_settings["temperature"] == 0.3 and route.base_settings["seed"] == 7
+    user_file.write_text(json.dumps({"temperature": 0.9}), encoding="utf-8")
+    assert route.base_settings["temperature"] == 0.3
+    again = build_route(endpoint_type="llamacpp", endpoint="http://127.0.0.1:9", context_window=4096)
+    assert again.base_settings["temperature"] == 0.9

@@ -11,6 +11,7 @@ import re
 import httpx
 import openai
 import pytest
+from fastapi.testclient import TestClient
 from openai import AsyncOpenAI, OpenAI
 from server_helpers import (
     ARGUMENTS,
@@ -25,6 +26,7 @@ from server_helpers import (
 )
 
 from llmproxy.backends.base import Capabilities
+from llmproxy.server import create_app
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -309,6 +311,16 @@ def test_docs_and_openapi(server):
     body = document["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/ChatRequest"}
     assert "messages" in document["components"]["schemas"]["ChatRequest"]["properties"]
+
+
+def test_served_below_a_path_prefix():
+    """Behind a reverse proxy that mounts the server at /proxy (uvicorn --root-path /proxy)."""
+    app = create_app({"instant": route(InstantBackend(), "instant")})
+    with TestClient(app, root_path="/proxy") as local:
+        answer = local.post("/v1/chat/completions", json={"messages": HI, "tools": MEMGPT_TOOLS})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_message"
+        assert local.get("/v1/models").json()["data"][0]["id"] == "instant"
 
 
 # --- API key -----------------------------------------------------------------------------------

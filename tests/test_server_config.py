@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
@@ -106,8 +107,12 @@ def launched(monkeypatch):
 def test_serve_defaults(launched, monkeypatch):
     monkeypatch.delenv("LLMPROXY_CONFIG", raising=False)
     monkeypatch.setenv("LLMPROXY_API_KEY", "from-env")
+    gc.unfreeze()
     result = CliRunner().invoke(app, ["serve", "--backend", "llamacpp", "--context-window", "4096"])
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()  # the test process goes on; only a server keeps everything it loaded
     assert result.exit_code == 0, result.output
+    assert frozen > 0  # what the server loaded is kept out of the collector's full scans
     ((served, options),) = launched
     assert (options["host"], options["port"], options["log_level"]) == ("127.0.0.1", 8100, "info")
     assert served.state.service.api_key == b"from-env"

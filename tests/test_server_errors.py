@@ -67,6 +67,21 @@ class OneAtATime(InstantBackend):
                 self.active -= 1
 
 
+class SlowTokenizer(InstantBackend):
+    """Counts tokens with its own tokenizer, which takes a while (like an HTTP /tokenize call)."""
+
+    capabilities = Capabilities(tokenizer=True)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counting = threading.Event()
+
+    def count_tokens(self, text: str) -> int:
+        self.counting.set()
+        time.sleep(1.0)
+        return len(text) // 4
+
+
 @pytest.fixture(scope="module")
 def llama():
     with fake_llamacpp() as fake:
@@ -88,6 +103,7 @@ def backends(llama):
         "babbler": Babbler(),
         "slow": InstantBackend(delay=0.05),
         "serial": OneAtATime(delay=0.02),
+        "tokenizer": SlowTokenizer(),
     }
 
 
@@ -316,6 +332,22 @@ def test_queued_request_whose_client_left_never_runs(server, backends):
     running_first.join()
     time.sleep(0.2)
     assert serial.calls == before + 1
+
+
+def test_a_waiting_tokenizer_does_not_stall_other_requests(server, backends):
+    """Planning runs on the event loop only for backends whose token counting cannot wait on them."""
+    slow = backends["tokenizer"]
+    slow.counting.clear()
+    results = []
+    first = threading.Thread(target=lambda: results.append(post(server, {**CHAT, "model": "tokenizer"})))
+    first.start()
+    assert slow.counting.wait(5)
+    started = time.monotonic()
+    assert httpx.get(server.base_url + "/models", timeout=5).status_code == 200
+    assert time.monotonic() - started < 0.5  # answered while the first request's tokens are being counted
+    first.join()
+    assert results[0].status_code == 200, results[0].text
+    assert results[0].json()["usage"]["prompt_tokens"] > 0
 
 
 def test_framework_validation_errors_use_the_envelope():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -16,6 +19,7 @@ from llmproxy.types import (
     ToolChoice,
     ToolMessage,
     UserMessage,
+    new_id,
 )
 
 FN = {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
@@ -126,3 +130,24 @@ def test_response_and_chunk_models_round_trip():
     assert chunk.choices[0].delta.content == "h"
     with pytest.raises(ValidationError):
         ChatCompletion.model_validate({"model": "m", "choices": [], "usage": {"prompt_tokens": 1}})
+
+
+def test_ids_are_unique_and_shaped_like_openai_ones():
+    ids = {new_id("chatcmpl") for _ in range(10_000)}
+    assert len(ids) == 10_000
+    assert all(re.fullmatch(r"chatcmpl-[0-9a-f]{24}", id_) for id_ in ids)
+    assert re.fullmatch(r"call_[0-9a-f]{24}", new_id("call", "_"))
+
+
+def test_a_forked_process_does_not_repeat_the_parents_ids():
+    """Server worker processes are forks: each must draw its own ids."""
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.write(writer, new_id("x").encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(writer)
+    from_child = os.read(reader, 100).decode()
+    os.close(reader)
+    assert from_child.startswith("x-") and from_child != new_id("x")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from llmproxy.errors import ConfigurationError
 from llmproxy.settings import (
     USER_SETTINGS_ENV,
     backend_defaults,
@@ -14,7 +15,6 @@ from llmproxy.settings import (
     to_generation_params,
     user_settings_path,
 )
-from llmproxy.errors import ConfigurationError
 
 HTTP_BACKENDS = ["llamacpp", "koboldcpp", "ollama", "webui", "webui-legacy", "lmstudio", "lmstudio-legacy", "vllm"]
 MEMGPT_STOPS = ["\nUSER:", "\nASSISTANT:", "\nFUNCTION RETURN:", "\nUSER", "\nASSISTANT", "\nFUNCTION RETURN",
