@@ -18,7 +18,7 @@ from llmproxy.errors import ContextWindowExceededError
 from llmproxy.formats import format_constraint, grammar_constraint
 from llmproxy.route import Route
 from llmproxy.settings import deep_merge, to_generation_params
-from llmproxy.tokens import TokenCount, count_tokens
+from llmproxy.tokens import TokenCount, answer_tokens
 from llmproxy.types import ResponseFormat, StreamOptions, Usage, new_id
 
 
@@ -80,11 +80,10 @@ class TextPlan:
         return self.request.model or self.route.name
 
 
-def plan_completion(request: CompletionRequest, route: Route) -> TextPlan:
-    """Settings, stops, grammar and token budget for a raw completion."""
+def plan_completion(request: CompletionRequest, route: Route, prompt_tokens: TokenCount) -> TextPlan:
+    """Settings, stops, grammar and token budget for a raw completion whose prompt has ``prompt_tokens``."""
     constraint = (grammar_constraint(route.backend, request.grammar) if request.grammar is not None
                   else format_constraint(route.backend, request.response_format))
-    prompt_tokens = count_tokens(request.prompt, route.backend)
     room = route.context_window - prompt_tokens.tokens
     if room <= 0:
         raise ContextWindowExceededError(prompt_tokens.tokens, route.context_window)
@@ -100,10 +99,10 @@ def plan_completion(request: CompletionRequest, route: Route) -> TextPlan:
                     new_id("cmpl"), int(time.time()))
 
 
-def finish_completion(plan: TextPlan, completion: Completion) -> TextCompletion:
-    completion_tokens = completion.completion_tokens
-    if completion_tokens is None:
-        completion_tokens = count_tokens(completion.text, plan.route.backend).tokens
+def finish_completion(plan: TextPlan, completion: Completion,
+                      completion_count: TokenCount | None = None) -> TextCompletion:
+    """The response for a raw completion; ``completion_count`` as in ``proxy.finish``."""
+    completion_tokens = (completion_count or answer_tokens(completion, plan.route.backend)).tokens
     prompt_tokens = completion.prompt_tokens if completion.prompt_tokens is not None else plan.prompt_tokens.tokens
     return TextCompletion(
         id=plan.id, created=plan.created, model=plan.model,

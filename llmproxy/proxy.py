@@ -2,7 +2,9 @@
 
 ``plan`` decides everything before the backend is called (prompt, stops, grammar, token budget);
 ``finish`` turns the backend's raw text into the response. The library, the server and the CLI all
-go through these two functions.
+go through these two functions. ``plan`` is ``draft`` (render: computation only) then ``plan_draft``
+with the prompt's token count, which may have to ask the backend; the server counts in between,
+off its event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from llmproxy.errors import (
 )
 from llmproxy.route import Route, build_route
 from llmproxy.settings import deep_merge, to_generation_params
-from llmproxy.tokens import TokenCount, count_tokens
+from llmproxy.tokens import TokenCount, answer_tokens, count_tokens
 from llmproxy.types import ChatCompletion, ChatRequest, Choice, FunctionDefinition, ProxyInfo, ToolChoice, Usage
 from llmproxy.wrappers import CallMode, Rendered
 
@@ -106,8 +108,20 @@ def _constrain(settings: dict[str, Any], constraint: Constraint | None, route: R
     return None
 
 
-def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> Plan:
-    """Render the request for ``route`` and work out the generation parameters."""
+@dataclass(frozen=True)
+class Draft:
+    """A request rendered for its route, before its prompt's tokens are counted."""
+
+    request: ChatRequest
+    route: Route
+    rendered: Rendered
+    functions: tuple[FunctionDefinition, ...]
+    choice: ToolChoice
+    constraint: Constraint | None
+
+
+def draft(request: ChatRequest, route: Route, *, first_message: bool = False) -> Draft:
+    """Render the request for ``route`` (no call to the backend)."""
     functions = tuple(request.function_definitions())
     choice = request.choice()
     call = _call_mode(route, functions, choice)
@@ -120,8 +134,12 @@ def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> 
         force_function=choice.name if choice.mode == "named" else None,
         primed=constraint != "json_schema",  # a JSON schema constrains a whole object, not a continuation
     )
+    return Draft(request, route, rendered, functions, choice, constraint)
 
-    prompt_tokens = count_tokens(rendered.prompt, route.backend)
+
+def plan_draft(drafted: Draft, prompt_tokens: TokenCount) -> Plan:
+    """The generation parameters for a rendered request whose prompt has ``prompt_tokens``."""
+    request, route, rendered = drafted.request, drafted.route, drafted.rendered
     room = route.context_window - prompt_tokens.tokens
     if room <= 0:
         raise ContextWindowExceededError(prompt_tokens.tokens, route.context_window)
@@ -137,15 +155,23 @@ def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> 
         if value is not None
     }
     settings = deep_merge(route.base_settings, from_request)
-    constraint_label = _constrain(settings, constraint, route, rendered, functions, choice)
+    constraint_label = _constrain(settings, drafted.constraint, route, rendered, drafted.functions, drafted.choice)
     stops = list(dict.fromkeys([*rendered.stop, *(settings.get("stop") or []), *request.stop_list()]))
     settings["stop"] = stops
     settings["max_tokens"] = min(settings.get("max_tokens") or room, room)  # the answer must fit too
-    return Plan(request, route, rendered, to_generation_params(settings), prompt_tokens, constraint_label, functions, choice)
+    return Plan(request, route, rendered, to_generation_params(settings), prompt_tokens, constraint_label,
+                drafted.functions, drafted.choice)
 
 
-def finish(plan: Plan, completion: Completion) -> ChatCompletion:
-    """Turn the backend's raw text into the OpenAI response."""
+def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> Plan:
+    """Render the request for ``route`` and work out the generation parameters."""
+    drafted = draft(request, route, first_message=first_message)
+    return plan_draft(drafted, count_tokens(drafted.rendered.prompt, route.backend))
+
+
+def finish(plan: Plan, completion: Completion, completion_count: TokenCount | None = None) -> ChatCompletion:
+    """Turn the backend's raw text into the OpenAI response. ``completion_count``: the answer's tokens,
+    when the caller has counted them already (counting may call the backend)."""
     raw = completion.text
     route = plan.route
     wrapper = route.wrapper
@@ -158,11 +184,7 @@ def finish(plan: Plan, completion: Completion) -> ChatCompletion:
     if completion.finish_reason == "length":
         finish_reason = "length"
 
-    completion_count = (
-        TokenCount(completion.completion_tokens, True)
-        if completion.completion_tokens is not None
-        else count_tokens(raw, route.backend)
-    )
+    completion_count = completion_count or answer_tokens(completion, route.backend)
     prompt_count = (
         TokenCount(completion.prompt_tokens, True) if completion.prompt_tokens is not None else plan.prompt_tokens
     )

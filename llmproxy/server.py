@@ -32,7 +32,7 @@ from llmproxy.backends.base import ProbeResult
 from llmproxy.completions import CompletionRequest, TextChunks, finish_completion, plan_completion
 from llmproxy.errors import ConfigurationError, InvalidRequestError, LLMProxyError, invalid_request
 from llmproxy.formats import with_response_format
-from llmproxy.proxy import finish, parse_request, plan
+from llmproxy.proxy import draft, finish, parse_request, plan_draft
 from llmproxy.route import Route
 from llmproxy.server_errors import (
     AuthenticationError,
@@ -41,8 +41,9 @@ from llmproxy.server_errors import (
     envelope,
 )
 from llmproxy.server_log import RequestLog, logger
-from llmproxy.serving import Cancelled, Job, Lane, answer, in_thread, stream
+from llmproxy.serving import Cancelled, Job, Lane, Pending, answer, in_thread, stream
 from llmproxy.streaming import ChatChunks
+from llmproxy.tokens import TokenCount
 from llmproxy.types import ChatRequest
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024  # a long MemGPT conversation is well under 1 MiB
@@ -106,20 +107,28 @@ class Service:
 # --- jobs: what each endpoint asks of the backend ----------------------------------------------
 
 
-def _chat_job(route: Route, request: ChatRequest, first_message: bool) -> Job:
-    prepared = with_response_format(plan(request, route, first_message=first_message))
-    chunks = None
-    if request.stream:
-        include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        chunks = ChatChunks(prepared.rendered, request.model or route.name, include_usage=include_usage)
-    return Job(prepared.rendered.prompt, prepared.params, partial(finish, prepared), chunks, prepared.grammar)
+def _chat_job(route: Route, request: ChatRequest, first_message: bool) -> Pending:
+    drafted = draft(request, route, first_message=first_message)
+
+    def job(prompt_tokens: TokenCount) -> Job:
+        prepared = with_response_format(plan_draft(drafted, prompt_tokens))
+        chunks = None
+        if request.stream:
+            include_usage = bool(request.stream_options and request.stream_options.include_usage)
+            chunks = ChatChunks(prepared.rendered, request.model or route.name, include_usage=include_usage)
+        return Job(prepared.rendered.prompt, prepared.params, partial(finish, prepared), chunks, prepared.grammar)
+
+    return Pending(drafted.rendered.prompt, job)
 
 
-def _text_job(route: Route, request: CompletionRequest) -> Job:
-    prepared = plan_completion(request, route)
-    chunks = TextChunks(prepared) if request.stream else None
-    return Job(prepared.request.prompt, prepared.params, partial(finish_completion, prepared), chunks,
-               prepared.grammar)
+def _text_job(route: Route, request: CompletionRequest) -> Pending:
+    def job(prompt_tokens: TokenCount) -> Job:
+        prepared = plan_completion(request, route, prompt_tokens)
+        chunks = TextChunks(prepared) if request.stream else None
+        return Job(prepared.request.prompt, prepared.params, partial(finish_completion, prepared), chunks,
+                   prepared.grammar)
+
+    return Pending(request.prompt, job)
 
 
 def _first_message(fields: dict[str, Any]) -> bool:
@@ -129,14 +138,14 @@ def _first_message(fields: dict[str, Any]) -> bool:
     return value
 
 
-def _read_chat(service: Service, fields: dict[str, Any]) -> tuple[Route, Callable[[], Job], bool]:
+def _read_chat(service: Service, fields: dict[str, Any]) -> tuple[Route, Callable[[], Pending], bool]:
     first_message = _first_message(fields)
     chat = parse_request(fields)
     route = service.route(chat.model)
     return route, partial(_chat_job, route, chat, first_message), chat.stream
 
 
-def _read_completion(service: Service, fields: dict[str, Any]) -> tuple[Route, Callable[[], Job], bool]:
+def _read_completion(service: Service, fields: dict[str, Any]) -> tuple[Route, Callable[[], Pending], bool]:
     try:
         text = CompletionRequest.model_validate(fields)
     except ValidationError as exc:

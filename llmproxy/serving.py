@@ -31,6 +31,7 @@ from llmproxy.errors import LLMProxyError
 from llmproxy.server_errors import envelope
 from llmproxy.server_log import RequestLog, logger
 from llmproxy.streaming import DONE, error_event, sse
+from llmproxy.tokens import TokenCount, answer_tokens, count_tokens
 
 T = TypeVar("T")
 
@@ -47,13 +48,25 @@ class Lane:
         self.backend = backend
         self.gate = None if capabilities.concurrent else asyncio.Semaphore(1)
         # Counting tokens with the backend's tokenizer is a call to it (HTTP, or the loaded model),
-        # which may wait: planning then runs in a worker thread instead of on the event loop.
-        self.plans_in_thread = capabilities.tokenizer
+        # which may wait: it runs in a worker thread instead of on the event loop.
+        self.counts_in_thread = capabilities.tokenizer
 
-    async def prepare(self, prepare: Callable[[], Job], log: RequestLog) -> Job:
-        job = await in_thread(prepare) if self.plans_in_thread else prepare()
+    async def prepare(self, prepare: Callable[[], Pending], log: RequestLog) -> Job:
+        """Plan a request: render it here, count its prompt's tokens where the backend allows, finish."""
+        pending = prepare()
+        job = pending.job(await self._count(count_tokens, pending.prompt))
         log.prompt(job.prompt, job.grammar)
         return job
+
+    async def respond(self, job: Job, completion: Completion, log: RequestLog) -> BaseModel:
+        """The response to ``completion``, its answer's tokens counted where the backend allows."""
+        log.raw_output(completion.text)
+        return job.finish(completion, await self._count(answer_tokens, completion))
+
+    async def _count(self, counter: Callable[[T, Backend], TokenCount], counted: T) -> TokenCount:
+        if self.counts_in_thread:
+            return await in_thread(counter, counted, self.backend)
+        return counter(counted, self.backend)
 
     def release(self) -> None:
         if self.gate is not None:
@@ -103,9 +116,18 @@ class Job:
 
     prompt: str
     params: GenerationParams
-    finish: Callable[[Completion], BaseModel]
+    finish: Callable[[Completion, TokenCount], BaseModel]
     chunks: Chunks | None = None
     grammar: str | None = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A request prepared up to its prompt, whose tokens are still to be counted; ``job`` completes
+    the plan with the count."""
+
+    prompt: str
+    job: Callable[[TokenCount], Job]
 
 
 def _open(backend: Backend, job: Job, cancelled: threading.Event) -> Iterator[StreamDelta]:
@@ -212,7 +234,7 @@ class EventStream(StreamingResponse):
 # --- the two ways to answer ------------------------------------------------------------------
 
 
-async def answer(request: Request, lane: Lane, prepare: Callable[[], Job], log: RequestLog) -> BaseModel:
+async def answer(request: Request, lane: Lane, prepare: Callable[[], Pending], log: RequestLog) -> BaseModel:
     """The whole response at once. ``prepare`` plans the request once the lane's gate lets it in."""
     async with watching(request) as watch:
         await watch.enter(lane.gate)
@@ -221,11 +243,10 @@ async def answer(request: Request, lane: Lane, prepare: Callable[[], Job], log: 
             completion = await in_thread(generate, lane.backend, job, watch.cancelled)
         finally:
             lane.release()
-    log.raw_output(completion.text)
-    return job.finish(completion)
+    return await lane.respond(job, completion, log)
 
 
-async def stream(request: Request, lane: Lane, prepare: Callable[[], Job], log: RequestLog) -> EventStream:
+async def stream(request: Request, lane: Lane, prepare: Callable[[], Pending], log: RequestLog) -> EventStream:
     """A server-sent event stream of the response.
 
     The request is planned and the backend's first delta awaited before the stream starts, so a
@@ -269,9 +290,7 @@ async def stream(request: Request, lane: Lane, prepare: Callable[[], Job], log: 
                 for chunk in chunks.feed(delta.text):
                     yield sse(chunk)
                 delta = await in_thread(next, source, None)
-            completion = collector.completion()
-            log.raw_output(completion.text)
-            response = job.finish(completion)
+            response = await lane.respond(job, collector.completion(), log)
             log.answered(response)
             for chunk in chunks.closing(response):
                 yield sse(chunk)

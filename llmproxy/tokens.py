@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from llmproxy.backends.base import Backend
+from llmproxy.backends.base import Backend, Completion
 
 _CHARS_PER_TOKEN = 3.5  # conservative for English and JSON; only used when tiktoken is unavailable
 
@@ -103,3 +103,10 @@ def count_tokens(text: str, backend: Backend | None = None) -> TokenCount:
         if counted is not None:
             return TokenCount(counted, exact=True)
     return TokenCount(estimate_tokens(text), exact=False)
+
+
+def answer_tokens(completion: Completion, backend: Backend | None = None) -> TokenCount:
+    """Tokens in a generation's answer: as the backend reported them, else counted."""
+    if completion.completion_tokens is not None:
+        return TokenCount(completion.completion_tokens, exact=True)
+    return count_tokens(completion.text, backend)
