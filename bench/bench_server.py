@@ -1,10 +1,15 @@
 """Server speed: MemGPT-sized chat requests through the real server against an instant backend
 (not part of the test run).
 
-The server runs in its own process (uvicorn, as ``llmproxy serve`` runs it, info logging on) with an
-in-process backend that answers a valid ``send_message`` call at once, so every microsecond measured
-is llmproxy's: HTTP, validation, rendering, token counting, repair, checking, serialising. The load
-comes from a minimal keep-alive HTTP client in this process, so the client costs as little as possible.
+The server runs in its own process (``llmproxy.server.run``, as ``llmproxy serve`` runs it, info
+logging on) with an in-process backend that answers a valid ``send_message`` call at once, so every
+microsecond measured is llmproxy's: HTTP, validation, rendering, token counting, the worker-thread
+hop for the generation, repair, checking, serialising. The load comes from a minimal keep-alive HTTP
+client in this process, so the client costs as little as possible.
+
+By default llmproxy estimates the prompt's tokens (tiktoken), as for a backend without a tokenizer.
+``--tokenizer`` makes the backend count them, in no time but through a worker thread, as the server
+treats any backend tokenizer (it may be an HTTP call).
 
     added latency  one client, one request at a time: what llmproxy adds to each call
     throughput     N concurrent clients (default 8) for a fixed time

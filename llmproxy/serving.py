@@ -1,9 +1,10 @@
 """Running backend work for the server without blocking its event loop.
 
 Backends are synchronous (httpx sync clients, llama-cpp-python), so every generation runs in a
-worker thread. Planning a request and finishing its answer only compute, so they run on the event
-loop: in a worker thread they would fight the loop for the GIL, which halves the server's
-throughput. Each backend gets a ``Lane`` that says how it is called. Backends that serve one
+worker thread, and so does counting tokens with a backend's own tokenizer. Rendering a request and
+reading its answer only compute, so they run on the event loop: in a worker thread they would fight
+the loop for the GIL, which halves the server's throughput. Each backend gets a ``Lane`` that says
+how it is called. Backends that serve one
 generation at a time (``capabilities.concurrent`` false: the embedded model) get a gate, so queued
 requests wait on the event loop instead of holding threads, and leave the queue when their client
 goes away. Generations always go through ``Backend.stream`` so they can be stopped between tokens:
@@ -61,6 +62,8 @@ class Lane:
     async def respond(self, job: Job, completion: Completion, log: RequestLog) -> BaseModel:
         """The response to ``completion``, its answer's tokens counted where the backend allows."""
         log.raw_output(completion.text)
+        if completion.completion_tokens is not None:  # reported by the backend: nothing to count
+            return job.finish(completion, answer_tokens(completion))
         return job.finish(completion, await self._count(answer_tokens, completion))
 
     async def _count(self, counter: Callable[[T, Backend], TokenCount], counted: T) -> TokenCount:
