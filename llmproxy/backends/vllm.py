@@ -17,7 +17,13 @@ from typing import Any
 from llmproxy.backends._http import PROBE_TIMEOUT
 from llmproxy.backends._openai import OpenAICompletionsBackend, parse_models
 from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult, StreamDelta
-from llmproxy.errors import BackendProtocolError, LLMProxyError, UnsupportedRequestError
+from llmproxy.errors import (
+    BackendConnectionError,
+    BackendProtocolError,
+    BackendTimeoutError,
+    LLMProxyError,
+    UnsupportedRequestError,
+)
 
 
 def grammar_fields(grammar_key: str, grammar: str | None, extra: dict[str, Any]) -> dict[str, Any]:
@@ -73,8 +79,10 @@ class VLLMBackend(OpenAICompletionsBackend):
             try:
                 version = self.http.get_json("/version", timeout=PROBE_TIMEOUT)["version"]
                 self.grammar_key = grammar_key_for_version(str(version))
+            except (BackendConnectionError, BackendTimeoutError):
+                pass  # not up yet (the server often starts first): ask again next time
             except (LLMProxyError, KeyError, TypeError, ValueError):
-                self._version_unknown = True  # asked once; not a vLLM we can place a grammar for
+                self._version_unknown = True  # it answered, but not as a vLLM we can place a grammar for
         return self.grammar_key
 
     def complete(self, prompt: str, params: GenerationParams) -> Completion:

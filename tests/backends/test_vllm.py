@@ -66,6 +66,19 @@ def test_unknown_server_takes_no_grammar_and_says_what_to_set(fake):
     assert fake.paths == ["/version"]  # asked once
 
 
+def test_a_server_not_up_yet_is_asked_again_once_it_is(fake):
+    """llmproxy often starts before the vLLM server it fronts."""
+    backend = VLLMBackend(fake.url, model=MODEL)
+    fake.server.stop()
+    try:
+        assert backend.capabilities.grammar is False
+    finally:
+        fake.server.start()
+    fake.json("/version", {"version": "0.11.0"}, method="GET")
+    assert backend.capabilities.grammar is True
+    assert "structured_outputs" in backend.request_body("p", PARAMS, stream=False)
+
+
 def test_max_tokens_always_sent_because_vllm_defaults_to_16():
     body = VLLMBackend(model=MODEL).request_body("p", GenerationParams(), stream=True)
     assert body == {"prompt": "p", "max_tokens": 1024, "stream": True, "stream_options": {"include_usage": True},
