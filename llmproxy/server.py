@@ -188,7 +188,10 @@ def _route_path(scope: Scope) -> str:
 
 def create_app(routes: dict[str, Route], *, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The server for ``routes`` (model name -> route; the first one answers requests naming none)."""
+    """The server for ``routes`` (model name -> route; the first one answers requests naming none).
+
+    POSTs to /v1/chat/completions and /v1/completions bypass FastAPI's middleware stack (see
+    ``_Server``): middleware added to the returned app applies to the other endpoints only."""
     service = Service(routes, api_key, max_body_bytes)
     app = _Server(title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
