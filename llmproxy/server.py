@@ -162,7 +162,8 @@ class _Server(FastAPI):
 
     FastAPI's middleware, routing and dependency machinery cost about as much as rendering a
     MemGPT-sized prompt; these handlers read their own bodies and answer every failure themselves,
-    so they need none of it. The endpoints stay declared on FastAPI too, for /docs.
+    so they need none of it. The endpoints stay declared on FastAPI too, for /docs, and serve every
+    request once middleware has been added to the app (CORS, say), so that it applies to them too.
     """
 
     def __init__(self, **options: Any) -> None:
@@ -170,7 +171,8 @@ class _Server(FastAPI):
         self.direct: dict[str, Callable[[Request], Awaitable[Response]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        handler = self.direct.get(_route_path(scope)) if scope["type"] == "http" and scope["method"] == "POST" else None
+        direct = scope["type"] == "http" and scope["method"] == "POST" and not self.user_middleware
+        handler = self.direct.get(_route_path(scope)) if direct else None
         if handler is None:
             await super().__call__(scope, receive, send)
             return
@@ -188,10 +190,7 @@ def _route_path(scope: Scope) -> str:
 
 def create_app(routes: dict[str, Route], *, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The server for ``routes`` (model name -> route; the first one answers requests naming none).
-
-    POSTs to /v1/chat/completions and /v1/completions bypass FastAPI's middleware stack (see
-    ``_Server``): middleware added to the returned app applies to the other endpoints only."""
+    """The server for ``routes`` (model name -> route; the first one answers requests naming none)."""
     service = Service(routes, api_key, max_body_bytes)
     app = _Server(title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")

@@ -11,6 +11,7 @@ import re
 import httpx
 import openai
 import pytest
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.testclient import TestClient
 from openai import AsyncOpenAI, OpenAI
 from server_helpers import (
@@ -321,6 +322,16 @@ def test_served_below_a_path_prefix():
         assert answer.status_code == 200, answer.text
         assert answer.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "send_message"
         assert local.get("/v1/models").json()["data"][0]["id"] == "instant"
+
+
+def test_middleware_added_to_the_app_applies_to_every_endpoint():
+    app = create_app({"instant": route(InstantBackend(), "instant")})
+    app.add_middleware(CORSMiddleware, allow_origins=["https://agent.example"])
+    with TestClient(app) as local:
+        answer = local.post("/v1/chat/completions", json={"messages": HI, "tools": MEMGPT_TOOLS},
+                            headers={"Origin": "https://agent.example"})
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["access-control-allow-origin"] == "https://agent.example"
 
 
 # --- API key -----------------------------------------------------------------------------------
