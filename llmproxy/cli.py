@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from llmproxy.backends import BACKEND_NAMES
+from llmproxy.commands import _options as opt
 from llmproxy.commands import register as register_commands
 from llmproxy.errors import ConfigurationError
 
@@ -45,32 +45,16 @@ def serve(
              "wrapper, grammar, context_window, settings, auth_type, auth_key (and an optional [server] "
              "table: host, port, max_body_bytes). Cannot be combined with the model flags below. "
              "Example: --config ~/.config/llmproxy/server.toml")] = None,
-    backend: Annotated[str | None, typer.Option(
-        "--backend", show_default=False,
-        help=f"Backend type, by MemGPT's endpoint type names: {', '.join(BACKEND_NAMES)}. "
-             "Default: embedded (SmolLM2-135M in-process). Example: --backend llamacpp")] = None,
-    endpoint: Annotated[str | None, typer.Option(
-        "--endpoint", show_default=False,
-        help="The backend server's base URL; each backend has its usual default. "
-             "Example: --endpoint http://localhost:8080")] = None,
+    backend: opt.Backend = None,
+    endpoint: opt.Endpoint = None,
     model: Annotated[str | None, typer.Option(
         "--model", show_default=False,
         help="The backend's model name (required by ollama and vllm), or a GGUF file for embedded. "
              "Clients ask for it under this name (a GGUF file's stem), else under the backend's name. "
              "Example: --model dolphin2.2-mistral:7b-q6_K")] = None,
-    wrapper: Annotated[str | None, typer.Option(
-        "--wrapper", show_default=False,
-        help="Prompt format for the model family; MemGPT's wrapper names work too. Default: chatml. "
-             "Example: --wrapper chatml-noforce-roles")] = None,
-    grammar: Annotated[str | None, typer.Option(
-        "--grammar", show_default=False,
-        help="Constrained decoding: 'auto' (a grammar built from the request's functions, where the backend "
-             "takes grammars), 'none', or a grammar file name. Default: the wrapper's setting, else auto. "
-             "Example: --grammar none")] = None,
-    context_window: Annotated[int | None, typer.Option(
-        "--context-window", min=1, show_default=False,
-        help="The model's context size in tokens; default: what the backend reports, else 8192. "
-             "Example: --context-window 16384")] = None,
+    wrapper: opt.Wrapper = None,
+    grammar: opt.Grammar = None,
+    context_window: opt.ContextWindow = None,
     host: Annotated[str | None, typer.Option(
         "--host", show_default=False,
         help="Address to listen on. Default: 127.0.0.1 (this machine only); 0.0.0.0 opens it to the "
