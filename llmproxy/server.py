@@ -187,7 +187,6 @@ def _route_path(scope: Scope) -> str:
     return path[len(root):] if root and path.startswith(root) else path
 
 
-
 def create_app(routes: dict[str, Route], *, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The server for ``routes`` (model name -> route; the first one answers requests naming none)."""

@@ -4,12 +4,12 @@ Backends are synchronous (httpx sync clients, llama-cpp-python), so every genera
 worker thread, and so does counting tokens with a backend's own tokenizer. Rendering a request and
 reading its answer only compute, so they run on the event loop: in a worker thread they would fight
 the loop for the GIL, which halves the server's throughput. Each backend gets a ``Lane`` that says
-how it is called. Backends that serve one
-generation at a time (``capabilities.concurrent`` false: the embedded model) get a gate, so queued
-requests wait on the event loop instead of holding threads, and leave the queue when their client
-goes away. Generations always go through ``Backend.stream`` so they can be stopped between tokens:
-a client that disconnects closes the backend's stream (which closes its HTTP response, telling the
-server to stop) instead of leaving it to run for nobody.
+how it is called. Backends that serve one generation at a time (``capabilities.concurrent`` false:
+the embedded model) get a gate, so queued requests wait on the event loop instead of holding
+threads, and leave the queue when their client goes away. Generations always go through
+``Backend.stream`` so they can be stopped between tokens: a client that disconnects closes the
+backend's stream (which closes its HTTP response, telling the server to stop) instead of leaving it
+to run for nobody.
 """
 
 from __future__ import annotations
@@ -258,18 +258,18 @@ async def stream(request: Request, lane: Lane, prepare: Callable[[], Pending], l
     """
     backend = lane.backend
     deltas: Iterator[StreamDelta] | None = None
-    gated = False
+    admitted = False  # past the lane's gate, which must then be released
 
     async def release() -> None:
         if deltas is not None:
             await in_thread(close_stream, deltas)
-        if gated:
+        if admitted:
             lane.release()
 
     try:
         async with watching(request) as watch:
             await watch.enter(lane.gate)
-            gated = True
+            admitted = True
             job = await lane.prepare(prepare, log)
             deltas = await in_thread(_open, backend, job, watch.cancelled)
             first = await in_thread(next, deltas, None)
