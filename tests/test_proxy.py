@@ -266,7 +266,8 @@ def test_with_tools_and_a_response_format_a_text_answer_must_follow_the_format(m
     assert response.llmproxy.attempts == 2
 
 
-@pytest.mark.parametrize("fields,words", [({"logprobs": True}, "does not report them; use a backend that does \\(llamacpp"),
+@pytest.mark.parametrize("fields,words", [({"logprobs": True}, "does not report them; use a backend that does "
+                                                                 "\\(embedded, llamacpp\\)"),
                                           ({"top_logprobs": 3}, "top_logprobs needs logprobs")])
 def test_logprobs_are_refused_clearly_where_the_backend_has_none(fields, words):
     request = parse_request({"messages": [{"role": "user", "content": "hi"}], **fields})

@@ -6,11 +6,15 @@ generation speed). Here the token is drawn from the ordinary chain and only that
 when the grammar rejects it, the draw is redone over the grammar-masked vocabulary. The output is
 exactly what the grammar admits, and the usual case - the model already follows it - costs almost
 nothing.
+
+The same class hands each sampled token, with the logits it was drawn from, to ``on_sample`` when one is
+set: the embedded backend's logprobs, without llama-cpp-python's ``logits_all`` buffer (n_ctx x vocab).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import llama_cpp
@@ -22,6 +26,19 @@ _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)]
 
 class GrammarCheckedLlama(Llama):
     """``Llama`` whose grammar sampling draws first and masks only when the draw is not allowed."""
+
+    # Set by a caller holding the model's lock. Not a ``logits_processor``: that one is not told the token
+    # drawn, and on a grammar miss it runs a second time, over the masked logits.
+    on_sample: Callable[[int, np.ndarray], None] | None = None
+
+    def sample(self, *args: Any, idx: int | None = None, **kwargs: Any) -> int:
+        token = super().sample(*args, idx=idx, **kwargs)
+        if self.on_sample is not None:
+            # The samplers work on a copy: these are still the model's raw logits for this step.
+            row = -1 if idx is None else idx - self.n_tokens
+            logits = llama_cpp.llama_get_logits_ith(self._ctx.ctx, row)
+            self.on_sample(token, np.ctypeslib.as_array(logits, shape=(self.n_vocab(),)))
+        return token
 
     def _init_sampler(self, *args: Any, grammar: LlamaGrammar | None = None, **kwargs: Any) -> Any:
         chain = super()._init_sampler(*args, grammar=None, **kwargs)

