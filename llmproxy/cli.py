@@ -43,7 +43,7 @@ def serve(
         "--config", envvar="LLMPROXY_CONFIG", show_default=False,
         help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
              "wrapper, grammar, context_window, settings, auth_type, auth_key, max_running, max_queue, retries, "
-             "connect_timeout, read_timeout (and "
+             "connect_timeout, first_token_timeout, read_timeout (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections; "
              "flags win). A request's model picks one; naming none picks default_model, else the first; an "
@@ -68,10 +68,15 @@ def serve(
     connect_timeout: Annotated[float | None, typer.Option(
         "--connect-timeout", min=0.001, show_default=False,
         help="Seconds to wait for an HTTP backend to accept a connection (then 503). Default: 5.")] = None,
+    first_token_timeout: Annotated[float | None, typer.Option(
+        "--first-token-timeout", min=0.001, show_default=False,
+        help="Seconds an HTTP backend may take to the first token of an answer (it reads the prompt first: "
+             "raise this for long prompts on slow machines) before the request fails with 504. A backend that "
+             "cannot stream sends its whole answer within it. Default: 120.")] = None,
     read_timeout: Annotated[float | None, typer.Option(
         "--read-timeout", min=0.001, show_default=False,
-        help="Seconds an HTTP backend may send nothing - before its first byte, or between two - before the "
-             "request fails with 504. A streamed answer that keeps coming is never cut. Default: 600.")] = None,
+        help="Seconds an HTTP backend may send nothing between two pieces of an answer before the request "
+             "fails with 504; an answer that keeps coming is never cut. Default: 30.")] = None,
     max_queue: Annotated[int | None, typer.Option(
         "--max-queue", min=0, show_default=False,
         help="Requests that may wait beyond those running; past them a request gets 429 with Retry-After "
@@ -141,7 +146,8 @@ def serve(
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"backend": backend, "endpoint": endpoint, "model": model, "wrapper": wrapper, "grammar": grammar,
              "context_window": context_window, "max_running": max_running, "max_queue": max_queue,
-             "retries": retries, "connect_timeout": connect_timeout, "read_timeout": read_timeout}
+             "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
+             "read_timeout": read_timeout}
     try:
         server, routes, limits = serving(config, {k: v for k, v in flags.items() if v is not None})
     except ConfigurationError as exc:

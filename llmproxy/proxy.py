@@ -41,13 +41,13 @@ from llmproxy.types import (
     ChatCompletion,
     ChatRequest,
     Choice,
-    FunctionDefinition,
     ChoiceLogprobs,
+    FunctionDefinition,
     ProxyInfo,
     ResponseFormat,
     TokenLogprobs,
-    TopLogprob,
     ToolChoice,
+    TopLogprob,
     Usage,
     UserMessage,
 )
@@ -401,8 +401,9 @@ def get_chat_completion(
     Extra keyword arguments (``temperature``, ``max_tokens``, ``stop``, ``seed`` ...) are request fields.
     ``endpoint_type`` defaults to the embedded model; ``wrapper`` to ``chatml``; ``grammar`` to the
     wrapper alias's setting, else ``auto``. ``backend_options`` go to the backend's constructor
-    (``connect_timeout``, ``read_timeout``, vLLM's ``grammar_field``). ``retries``: how many more
-    generations an answer that cannot be used gets (told what was wrong) before the error is raised.
+    (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``).
+    ``retries``: how many more generations an answer that cannot be used gets (told what was wrong)
+    before the error is raised.
     """
     _check_library_input(messages, request_fields)
     if not isinstance(first_message, bool):

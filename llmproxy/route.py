@@ -93,7 +93,7 @@ def build_route(
 ) -> Route:
     """A route from MemGPT-style arguments. ``grammar=None`` takes the wrapper alias's setting
     (``chatml-grammar`` means on), else ``auto``. ``backend_options`` go to the backend's constructor
-    (``connect_timeout``, ``read_timeout``, vLLM's ``grammar_field``)."""
+    (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``)."""
     _check_types(endpoint_type=(endpoint_type, str), endpoint=(endpoint, str | None), model=(model, str | None),
                   wrapper=(wrapper, str | None), grammar=(grammar, str | None),
                   context_window=(context_window, int | None), settings=(settings, dict | None),

@@ -170,7 +170,7 @@ class ChatRequest(_Model):
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's way: {"enable_thinking": false}
     n: int = Field(default=1, ge=1, le=1)
     user: str | None = None
-    logprobs: bool | None = None  # where the backend reports them (llama.cpp); else refused, never a silent null
+    logprobs: bool | None = None  # where the backend reports them (embedded, llama.cpp); else refused, never a silent null
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
     @model_validator(mode="after")

@@ -101,7 +101,7 @@ class FakeLlamaCpp:
     """A llama.cpp server (``llama-server``) on pytest-httpserver: streamed POST /completion (SSE, the
     last event ``stop: true`` with the counts, no ``[DONE]``), /tokenize, /health and /props.
 
-    ``mode`` picks a failure: "ok", "http500", "garbage", "hang" (sleeps past the client's read
+    Streams unless the request says ``stream: false`` (logprobs), as llmproxy asks. ``mode`` picks a failure: "ok", "http500", "garbage", "hang" (sleeps past the client's read
     timeout), "truncate" (ends the stream without its final event), "error_event" (an error mid-stream).
     """
 
@@ -118,8 +118,8 @@ class FakeLlamaCpp:
         httpserver.expect_request("/props").respond_with_json(
             {"model_path": "/models/fake.gguf", "default_generation_settings": {"n_ctx": 4096}})
 
-    def backend(self, read_timeout: float = 600.0) -> LlamaCppBackend:
-        return LlamaCppBackend(self.url, read_timeout=read_timeout, context_window=4096)
+    def backend(self, first_token_timeout: float = 120.0) -> LlamaCppBackend:
+        return LlamaCppBackend(self.url, first_token_timeout=first_token_timeout, context_window=4096)
 
     def _tokenize(self, request: Request) -> Response:
         content = request.get_json()["content"]
@@ -128,7 +128,13 @@ class FakeLlamaCpp:
     def _completion(self, request: Request) -> Response:
         body = request.get_json()
         self.bodies.append(body)
-        assert body["stream"] is True  # llmproxy always streams, so a disconnect can stop the generation
+        if not body["stream"]:  # only for logprobs, which come with whole answers: by position, -0.5 each
+            text = answer_for(body["prompt"], self.call)
+            probabilities = [{"id": i, "token": part, "logprob": -0.5, "top_logprobs": [{"token": part, "logprob": -0.5}]}
+                             for i, part in enumerate(pieces(text))]
+            return Response(json.dumps({"content": text, "stop": True, "stop_type": "eos", "tokens_predicted": len(
+                probabilities), "tokens_evaluated": 10, "completion_probabilities": probabilities}),
+                content_type="application/json")
         if self.mode == "http500":
             error = {"error": {"code": 500, "message": "slot crashed", "type": "server_error"}}
             return Response(json.dumps(error), status=500, content_type="application/json")

@@ -97,6 +97,15 @@ def test_tools_call(client, llama):
     assert sent["prompt"].endswith('<|im_start|>assistant\n{\n  "function":')
 
 
+def test_logprobs_through_the_server(client, llama):
+    response = client.chat.completions.create(model="llama", messages=HI, tools=MEMGPT_TOOLS, logprobs=True,
+                                              top_logprobs=1)
+    tokens = response.choices[0].logprobs.content
+    assert "".join(token.token for token in tokens) == response.llmproxy["raw_output"]
+    assert all(token.logprob == -0.5 and token.top_logprobs[0].token == token.token for token in tokens)
+    assert llama.bodies[-1]["stream"] is False and llama.bodies[-1]["n_probs"] == 1
+
+
 def test_legacy_functions_call(client):
     response = client.chat.completions.create(model="llama", messages=HI, functions=MEMGPT_FUNCTIONS)
     choice = response.choices[0]

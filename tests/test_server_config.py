@@ -11,13 +11,14 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from server_helpers import fake_llamacpp, free_port
 from fastapi.testclient import TestClient
+from server_helpers import fake_llamacpp, free_port
 from typer.testing import CliRunner
 
+from llmproxy.backends._http import Timeouts
 from llmproxy.cli import app
-from llmproxy.server.config import ConnectionLimits, RouteLimits, load_config, serving, setup
 from llmproxy.errors import ConfigurationError
+from llmproxy.server.config import ConnectionLimits, RouteLimits, load_config, serving, setup
 from llmproxy.wrappers import load_wrapper
 
 GOOD = """
@@ -239,6 +240,7 @@ def test_second_chances_and_backend_timeouts_per_model(tmp_path):
                                                           'read_timeout = 30'))
     _, routes = setup(path, {})
     assert (routes["smol"].retries, routes["big"].retries) == (2, 0)
-    assert (routes["big"].backend.http.connect_timeout, routes["big"].backend.http.read_timeout) == (2, 30)
-    flagged = serving(None, {"backend": "llamacpp", "model": "t", "context_window": 64, "read_timeout": 7.5})
-    assert flagged.routes["t"].backend.http.read_timeout == 7.5
+    assert routes["big"].backend.http.timeouts == Timeouts(connect=2, first_token=120, read=30)
+    flagged = serving(None, {"backend": "llamacpp", "model": "t", "context_window": 64, "read_timeout": 7.5,
+                             "first_token_timeout": 9})
+    assert flagged.routes["t"].backend.ahttp.timeouts == Timeouts(connect=5, first_token=9, read=7.5)

@@ -58,6 +58,14 @@ def test_tools_required(client):
     assert response.llmproxy["grammar"] == "generated"  # the SDK keeps unknown fields
 
 
+def test_logprobs_from_the_embedded_model(client):
+    response = client.chat.completions.create(model="smollm2", messages=[SYSTEM, user("Hi!")], tools=MEMGPT_TOOLS,
+                                              tool_choice="required", logprobs=True, top_logprobs=2, **SETTINGS)
+    tokens = response.choices[0].logprobs.content
+    assert "".join(token.token for token in tokens) == response.llmproxy["raw_output"]
+    assert all(token.logprob <= 0 and len(token.top_logprobs) == 2 for token in tokens)
+
+
 def test_stream_named_legacy_function(client):
     stream = client.chat.completions.create(model="smollm2", messages=[SYSTEM, user("Hi, I am Chad.")],
                                             functions=MEMGPT_FUNCTIONS, function_call={"name": "send_message"},

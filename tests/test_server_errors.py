@@ -101,7 +101,7 @@ def _reset(llama):
 @pytest.fixture(scope="module")
 def backends(llama):
     return {
-        "llama": llama.backend(read_timeout=1.0),
+        "llama": llama.backend(first_token_timeout=1.0),
         "down": LlamaCppBackend(f"http://127.0.0.1:{free_port()}", context_window=4096),
         "tiny": llama.backend(),
         "broken": Broken(),
@@ -218,7 +218,7 @@ def test_unknown_path_and_method_use_the_envelope(server):
 @pytest.mark.parametrize("mode, status, code, says", [
     ("http500", 502, "backend_http_error", ["llamacpp", "HTTP 500", "slot crashed"]),
     ("garbage", 502, "backend_protocol_error", ["llamacpp"]),
-    ("hang", 504, "backend_timeout", ["llamacpp", "read timeout"]),
+    ("hang", 504, "backend_timeout", ["llamacpp", "sent no answer for 1 s", "raise first_token_timeout"]),
     ("truncate", 502, "backend_protocol_error", ["llamacpp", "incomplete"]),
     ("error_event", 502, None, ["llamacpp", "out of memory"]),
 ])

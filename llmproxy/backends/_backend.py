@@ -4,13 +4,32 @@ convention, grammar-field handling, the token-count cache, discovery, and a prob
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any, ClassVar
 
+import anyio
 import httpx
 
-from llmproxy.backends._http import HTTPClient, auth_headers, normalize_endpoint
-from llmproxy.backends.base import Backend, ChatTemplate, Completion, GenerationParams, ProbeResult, StreamDelta
+from llmproxy.backends._http import (
+    AsyncHTTPClient,
+    Exchange,
+    HTTPClient,
+    StreamExchange,
+    Timeouts,
+    auth_headers,
+    normalize_endpoint,
+)
+from llmproxy.backends.base import (
+    AsyncBackend,
+    Backend,
+    ChatTemplate,
+    Completion,
+    GenerationParams,
+    ProbeResult,
+    StreamDelta,
+)
 from llmproxy.errors import (
     BackendConnectionError,
     BackendHTTPError,
@@ -34,10 +53,14 @@ def not_up_yet(error: LLMProxyError) -> bool:
     return isinstance(error, (BackendConnectionError, BackendTimeoutError))
 
 
-class HTTPBackend(Backend):
+REDISCOVER_AFTER = 5.0  # seconds the server's requests skip asking a backend that was not up again
+
+
+class HTTPBackend(Backend, AsyncBackend):
     """What every HTTP backend shares. Subclasses set ``name``, ``default_port``, ``capabilities`` and
-    ``grammar_key``, and implement ``_complete`` (and ``_stream``), ``_probe`` and, with a tokenizer,
-    ``_count_tokens``."""
+    ``grammar_key``, and describe their requests, without I/O: ``completion_exchange`` (and
+    ``stream_exchange``), ``_probe`` and, with a tokenizer, ``count_exchange``. The library sends them
+    with a sync client (``http``), the server with an async one (``ahttp``)."""
 
     endpoint_suffixes: ClassVar[tuple[str, ...]] = ("/v1",)  # API prefixes users paste into the endpoint
     grammar_key: str | None = None  # request field for a GBNF grammar; None: the backend takes none
@@ -51,8 +74,9 @@ class HTTPBackend(Backend):
         model: str | None = None,
         auth_type: str | None = None,
         auth_key: str | None = None,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 600.0,
+        connect_timeout: float = Timeouts.connect,
+        first_token_timeout: float = Timeouts.first_token,
+        read_timeout: float = Timeouts.read,
         context_window: int | None = None,
         grammar_field: str | None = None,
         transport: httpx.BaseTransport | None = None,
@@ -69,17 +93,20 @@ class HTTPBackend(Backend):
         self.configured_context_window = context_window  # sent to servers that take it per request
         self._discovered: ProbeResult | None = None  # the server's first answer, once there is one
         self._discovery_lock = threading.Lock()
+        self._discovery_turn: anyio.Lock | None = None  # the server's: one discovery at a time, off the loop
+        self._last_discovery = -REDISCOVER_AFTER
         self._tokenizer_missing = False
         self._token_counts = PrefixTokenCache()
-        self.http = HTTPClient(
-            self.name,
-            self.endpoint,
-            default_url=default,
-            headers=auth_headers(auth_type, auth_key),
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            transport=transport,
-        )
+        for setting, seconds in (("connect_timeout", connect_timeout), ("first_token_timeout", first_token_timeout),
+                                 ("read_timeout", read_timeout)):
+            if not seconds > 0:
+                raise ConfigurationError(f"{setting} must be a number of seconds above 0, not {seconds!r}")
+        timeouts = Timeouts(connect_timeout, first_token_timeout, read_timeout)
+        headers = auth_headers(auth_type, auth_key)
+        self.http = HTTPClient(self.name, self.endpoint, default_url=default, headers=headers, timeouts=timeouts,
+                               transport=transport)
+        self.ahttp = AsyncHTTPClient(self.name, self.endpoint, default_url=default, headers=headers,
+                                     timeouts=timeouts, transport=transport)  # MockTransport serves both
 
     @classmethod
     def default_endpoint(cls) -> str:
@@ -103,6 +130,18 @@ class HTTPBackend(Backend):
             # asking on every request would not change that, and the request itself reports the error.
             self._discovered = found
             return found
+
+    async def _discover_off_loop(self) -> None:
+        """``discover`` for the server: in a worker thread, one at a time, and not again within
+        REDISCOVER_AFTER seconds of finding the server down (its requests then report why themselves)."""
+        if self._discovered is not None or time.monotonic() - self._last_discovery < REDISCOVER_AFTER:
+            return
+        if self._discovery_turn is None:
+            self._discovery_turn = anyio.Lock()
+        async with self._discovery_turn:
+            if self._discovered is None and time.monotonic() - self._last_discovery >= REDISCOVER_AFTER:
+                await anyio.to_thread.run_sync(self.discover, abandon_on_cancel=True)
+                self._last_discovery = time.monotonic()
 
     def _learn(self, found: ProbeResult) -> None:
         """Take what the server said as plain values (subclasses add what their requests need)."""
@@ -130,28 +169,52 @@ class HTTPBackend(Backend):
 
     # --- requests --------------------------------------------------------------------------------
 
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
+        """The request for the whole answer to ``prompt``; no I/O."""
+        raise NotImplementedError
+
+    def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange | None:
+        """The request for a streamed answer; None for a server that cannot stream (it then answers
+        in one piece)."""
+        return None
+
+    def count_exchange(self, text: str) -> Exchange[int]:
+        """The request that counts ``text``'s tokens (backends whose capabilities say tokenizer)."""
+        raise NotImplementedError
+
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         self.discover()  # a no-op once the server has answered; asks again if it was not up at start
-        return self._complete(prompt, params)
+        return self.http.post(self.completion_exchange(prompt, params))
 
     def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
         self.discover()
-        return self._stream(prompt, params)
+        exchange = self.stream_exchange(prompt, params)
+        if exchange is None:
+            return iter([whole(self.http.post(self.completion_exchange(prompt, params)))])
+        return self.http.stream(exchange)
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
-        raise NotImplementedError
+    async def acomplete(self, prompt: str, params: GenerationParams) -> Completion:
+        await self._discover_off_loop()
+        return await self.ahttp.answer(self.completion_exchange(prompt, params))
 
-    def _stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
-        """For servers that cannot stream: the whole answer as one delta."""
-        done = self._complete(prompt, params)
-        yield StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens)
+    async def astream(self, prompt: str, params: GenerationParams) -> AsyncIterator[StreamDelta]:
+        await self._discover_off_loop()
+        exchange = self.stream_exchange(prompt, params)
+        if exchange is None:
+            yield whole(await self.ahttp.answer(self.completion_exchange(prompt, params)))
+            return
+        async with aclosing(self.ahttp.stream(exchange)) as deltas:  # closed at once when this is
+            async for delta in deltas:
+                yield delta
 
     def grammar_fields(self, params: GenerationParams) -> dict[str, Any]:
         """The request field(s) carrying ``params.grammar``; a grammar is never silently dropped."""
         if params.grammar is None:
             return {}
         if self.grammar_key is None:
-            from llmproxy.backends import backends_with  # the registry imports this module
+            from llmproxy.backends import (
+                backends_with,  # the registry imports this module
+            )
 
             raise UnsupportedRequestError(
                 f"the {self.name} backend cannot constrain output with a grammar; turn grammar off for this"
@@ -165,19 +228,45 @@ class HTTPBackend(Backend):
         if not self.capabilities.tokenizer or self._tokenizer_missing:
             return None
         self.discover()  # vLLM's /tokenize wants the served model's name
+        with self._tokenizer_check():
+            return self._token_counts.count(text, lambda rest: self.http.post(self.count_exchange(rest)))
+        return None
+
+    async def acount_tokens(self, text: str) -> int | None:
+        if not self.capabilities.tokenizer or self._tokenizer_missing:
+            return None
+        await self._discover_off_loop()
+        with self._tokenizer_check():
+            cached = self._token_counts.get(text)
+            if cached is not None:
+                return cached
+            prefix, prefix_count = self._token_counts.longest_prefix(text)
+            total = prefix_count + await self.ahttp.post(self.count_exchange(text[len(prefix):]))
+            self._token_counts.put(text, total)
+            return total
+        return None
+
+    @contextmanager
+    def _tokenizer_check(self) -> Iterator[None]:
+        """Learn from a 404 that the server has no tokenizer (e.g. an OpenAI-compatible server
+        without /tokenize): the error is swallowed and the caller estimates from then on."""
         try:
-            return self._token_counts.count(text, self._count_tokens)
+            yield
         except BackendHTTPError as exc:
             if exc.status != 404:
                 raise
-            self._tokenizer_missing = True  # e.g. an OpenAI-compatible server without /tokenize
-            return None
-
-    def _count_tokens(self, text: str) -> int:
-        raise NotImplementedError
+            self._tokenizer_missing = True
 
     def close(self) -> None:
         self.http.close()
+
+    async def aclose(self) -> None:
+        await self.ahttp.aclose()
+
+
+def whole(done: Completion) -> StreamDelta:
+    """A whole answer as the one delta of a stream."""
+    return StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens)
 
 
 def max_tokens(params: GenerationParams) -> int:

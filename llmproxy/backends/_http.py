@@ -1,21 +1,27 @@
 """Shared HTTP plumbing for backends that run as a separate server.
 
-Endpoint normalisation and auth headers; readers for the two streaming framings local servers use
-(SSE and NDJSON); and ``HTTPClient``: httpx with explicit timeouts, and the one place that turns every
-transport failure or error reply into an llmproxy error naming the backend, the URL and what to check.
+Endpoint normalisation and auth headers; a reader for the two streaming framings local servers use
+(SSE and NDJSON); ``Exchange``/``StreamExchange``: what a backend asks, kept apart from how it is sent;
+and two clients that send them, with explicit timeouts and one translation point from every transport
+failure or error reply to an llmproxy error naming the backend, the URL and what to check:
+``HTTPClient`` (sync, the library's) and ``AsyncHTTPClient`` (the server's, on its event loop).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import closing, contextmanager
-from typing import Any
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
+import anyio
 import httpx
 
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
-from llmproxy.backends.base import StreamDelta
+from llmproxy.backends.base import FinishReason, StreamDelta
 from llmproxy.errors import (
     BackendConnectionError,
     BackendError,
@@ -26,8 +32,10 @@ from llmproxy.errors import (
     LLMProxyError,
 )
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 PROBE_TIMEOUT = 10.0  # a health check must not hang for the generation read timeout
-DONE = object()  # an SSE ``data: [DONE]`` marker, as yielded by ``HTTPClient.stream_json``
 
 
 # --- configuration ---------------------------------------------------------------------------
@@ -77,51 +85,62 @@ def auth_headers(auth_type: str | None, auth_key: str | None) -> dict[str, str]:
 # --- streaming framings ----------------------------------------------------------------------
 
 
-def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Lines of a byte stream, split on LF with an optional CR before it.
+class EventReader:
+    """The payloads of a streamed answer, fed its bytes as they arrive: the data of each server-sent
+    event (``framing="sse"``) or each non-blank line (``"ndjson"``, Ollama).
 
-    Not httpx's ``iter_lines``: that splits like ``str.splitlines`` and so also breaks a JSON event at
-    a U+2028 or U+0085 a model may generate inside a token.
+    Lines split on LF with an optional CR before it, not like ``str.splitlines``, which would also
+    break a JSON event at a U+2028 or U+0085 a model may generate inside a token. SSE comment lines
+    (keep-alive pings) are skipped; an old llama.cpp ``error: {...}`` line becomes
+    ``{"error": ...}``; an event cut off by the end of the stream still counts (koboldcpp <= 1.82 ends
+    with ``data: [DONE]`` and no blank line).
     """
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line.removesuffix(b"\r").decode("utf-8", errors="replace")
-    if pending:
-        yield pending.removesuffix(b"\r").decode("utf-8", errors="replace")
 
+    def __init__(self, framing: str = "sse") -> None:
+        self.sse = framing == "sse"
+        self._pending = b""
+        self._event = ""
+        self._data: list[str] = []
 
-def iter_sse(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(event type, data) for each server-sent event. Comment lines (keep-alive pings) are skipped; an
-    old llama.cpp ``error: {...}`` line becomes an ``error`` event; an event cut off by the end of the
-    stream still counts (koboldcpp <= 1.82 ends with ``data: [DONE]`` and no blank line)."""
-    event, data = "", []
-    for line in lines:
-        if not line:
-            if data:
-                yield event or "message", "\n".join(data)
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-        elif name == "error":
-            event, data = "error", [value]
-    if data:
-        yield event or "message", "\n".join(data)
+    def feed(self, chunk: bytes) -> list[str]:
+        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        return self._payloads(lines)
 
+    def end(self) -> list[str]:
+        """What the stream's last, unterminated line and event hold."""
+        lines, self._pending = ([self._pending] if self._pending else []), b""
+        payloads = self._payloads(lines)
+        if self.sse:
+            payloads += self._flush()
+        return payloads
 
-def iter_sse_data(lines: Iterable[str]) -> Iterator[str]:
-    """The data of each SSE event; an ``error`` event's data comes back wrapped as ``{"error": ...}``."""
-    for event, data in iter_sse(lines):
-        yield data if event != "error" else json.dumps({"error": _json_or_text(data)})
+    def _payloads(self, lines: list[bytes]) -> list[str]:
+        payloads = []
+        for raw in lines:
+            line = raw.removesuffix(b"\r").decode("utf-8", errors="replace")
+            if not self.sse:
+                if line.strip():
+                    payloads.append(line)
+            elif not line:
+                payloads += self._flush()
+            elif not line.startswith(":"):
+                name, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                if name == "data":
+                    self._data.append(value)
+                elif name == "event":
+                    self._event = value
+                elif name == "error":
+                    self._event, self._data = "error", [value]
+        return payloads
+
+    def _flush(self) -> list[str]:
+        event, data = self._event, self._data
+        self._event, self._data = "", []
+        if not data:
+            return []
+        text = "\n".join(data)
+        return [text if event != "error" else json.dumps({"error": _json_or_text(text)})]
 
 
 def _json_or_text(data: str) -> Any:
@@ -131,53 +150,124 @@ def _json_or_text(data: str) -> Any:
         return data
 
 
-def iter_ndjson(lines: Iterable[str]) -> Iterator[str]:
-    """Each non-blank line of a newline-delimited JSON stream (Ollama)."""
-    return (line for line in lines if line.strip())
+# --- what is asked -----------------------------------------------------------------------------
 
 
-# --- the client ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Exchange(Generic[T]):
+    """One POST with a JSON body and how to read its JSON reply: what a backend asks, apart from how
+    it is sent (a sync client for the library, an async one for the server)."""
+
+    path: str
+    body: Any
+    read: Callable[[Any], T]
 
 
-class HTTPClient:
-    """httpx with timeouts, auth and one translation point from transport failures to llmproxy errors."""
+@dataclass(frozen=True)
+class StreamExchange:
+    """One streamed POST: each payload read into a delta (None: nothing in it), in the given framing;
+    ``abandoned`` is posted, best effort, when the reader leaves before the end (koboldcpp's abort)."""
 
-    def __init__(
-        self,
-        backend: str,
-        base_url: str,
-        *,
-        default_url: str,
-        headers: dict[str, str],
-        connect_timeout: float,
-        read_timeout: float,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
+    path: str
+    body: Any
+    read_event: Callable[[Any], StreamDelta | None]
+    framing: str = "sse"
+    abandoned: Exchange[Any] | None = None
+
+
+class Relay:
+    """One stream's payloads turned into deltas, with what its end must say.
+
+    The deltas carry the text; ``end`` is one empty delta with the finish reason and the token counts,
+    which some servers send after the finish reason (OpenAI usage chunks). A stream that ends before
+    its protocol says the answer is finished raises: a silently short answer would look like a model
+    that stopped on its own.
+    """
+
+    def __init__(self, client: _Client, url: str, exchange: StreamExchange) -> None:
+        self.client = client
+        self.url = url
+        self.exchange = exchange
+        self.done = False  # an SSE ``[DONE]`` came
+        self.events = 0
+        self.finish: FinishReason | None = None
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+
+    def take(self, data: str) -> StreamDelta | None:
+        """The text delta in one payload, if any (an error payload raises)."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return None
+        try:
+            payload = json.loads(data)
+        except ValueError as exc:
+            raise BackendProtocolError(
+                f"{self.client.backend} at {self.url} sent a stream event that is not JSON ({data[:200]!r});"
+                f" is the endpoint really a {self.client.backend} server?",
+                backend=self.client.backend, url=self.url,
+            ) from exc
+        if reports_error(payload):
+            raise self.client.reported_error(self.url, payload, mid_stream=True)
+        self.events += 1
+        with self.client.expect_shape(self.url):
+            delta = self.exchange.read_event(payload)
+        if delta is None:
+            return None
+        self.finish = delta.finish_reason or self.finish
+        if delta.prompt_tokens is not None:
+            self.prompt_tokens = delta.prompt_tokens
+        if delta.completion_tokens is not None:
+            self.completion_tokens = delta.completion_tokens
+        return StreamDelta(delta.text) if delta.text else None
+
+    def end(self) -> StreamDelta:
+        if self.finish is None and not self.done:
+            raise BackendProtocolError(
+                f"the stream from {self.client.backend} at {self.url} ended after {self.events} events without"
+                " a final one; the answer is incomplete (did the server crash or get stopped? check its log)",
+                backend=self.client.backend, url=self.url,
+            )
+        return StreamDelta("", self.finish or "stop", self.prompt_tokens, self.completion_tokens)
+
+
+# --- the clients -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """How long a backend may take, in seconds: to accept the connection, to send the first token of
+    an answer (the prompt is read first, which takes long for long prompts on slow machines), and
+    between two pieces of an answer. A generation that keeps sending is never cut."""
+
+    connect: float = 5.0
+    first_token: float = 120.0
+    read: float = 30.0
+
+    def httpx(self) -> httpx.Timeout:
+        # httpx knows one read limit, so it gets the larger: the async client, which the server uses,
+        # holds the first token and each later piece to their own limits itself.
+        return httpx.Timeout(max(self.first_token, self.read), connect=self.connect)
+
+
+class _Client:
+    """What the sync and async clients share: URLs, and the one translation point from transport
+    failures and error replies to llmproxy errors naming the backend, the URL and what to check."""
+
+    def __init__(self, backend: str, base_url: str, *, default_url: str, timeouts: Timeouts) -> None:
         self.backend = backend
         self.base_url = base_url
         self.default_url = default_url  # named in the message for a refused connection
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
-        # The read timeout bounds the wait for each chunk, not the whole answer, so long streams are fine.
-        self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(read_timeout, connect=connect_timeout), transport=transport
-        )
+        self.timeouts = timeouts
 
     def url(self, path: str) -> str:
         return self.base_url + path
 
-    def get_json(self, path: str, *, timeout: float | None = None) -> Any:
-        return self._request_json("GET", path, None, timeout)
-
-    def post_json(self, path: str, body: Any, *, timeout: float | None = None) -> Any:
-        return self._request_json("POST", path, body, timeout)
-
-    def _request_json(self, method: str, path: str, body: Any, timeout: float | None) -> Any:
-        url = self.url(path)
+    def _probe_limit(self, timeout: float | None) -> Any:
         # A shorter ``timeout`` (a probe's) bounds the read; connecting keeps the configured limit.
-        limit = httpx.USE_CLIENT_DEFAULT if timeout is None else httpx.Timeout(timeout, connect=self.connect_timeout)
-        with self._translated(url, timeout):
-            response = self._client.request(method, url, json=body, timeout=limit)
+        return httpx.USE_CLIENT_DEFAULT if timeout is None else httpx.Timeout(timeout, connect=self.timeouts.connect)
+
+    def _json_reply(self, url: str, response: httpx.Response) -> Any:
         self._check_status(url, response)
         try:
             payload = response.json()
@@ -191,70 +281,9 @@ class HTTPClient:
             raise self.reported_error(url, payload)
         return payload
 
-    def stream_json(self, path: str, body: Any, *, framing: str = "sse") -> Iterator[Any]:
-        """The JSON payloads of a streamed answer, in order; ``DONE`` for an SSE ``[DONE]`` marker.
-
-        Closing this generator early closes the HTTP response, which tells the server to stop.
-        """
-        url = self.url(path)
-        with self._translated(url), self._client.stream("POST", url, json=body) as response:
-            if not response.is_success:
-                response.read()
-                self._check_status(url, response)
-            lines = iter_lines(response.iter_bytes())
-            for data in iter_sse_data(lines) if framing == "sse" else iter_ndjson(lines):
-                if data.strip() == "[DONE]":
-                    yield DONE
-                    continue
-                try:
-                    payload = json.loads(data)
-                except ValueError as exc:
-                    raise BackendProtocolError(
-                        f"{self.backend} at {url} sent a stream event that is not JSON ({data[:200]!r});"
-                        f" is the endpoint really a {self.backend} server?",
-                        backend=self.backend, url=url,
-                    ) from exc
-                if reports_error(payload):
-                    raise self.reported_error(url, payload, mid_stream=True)
-                yield payload
-
-    def relay_stream(
-        self, path: str, body: Any, parse_event: Callable[[Any], StreamDelta | None], *, framing: str = "sse"
-    ) -> Iterator[StreamDelta]:
-        """Stream deltas parsed by ``parse_event``; ends with one empty delta carrying the finish reason
-        and the token counts, which some servers send after the finish reason (OpenAI usage chunks).
-
-        A stream that ends before its protocol says the answer is finished raises: a silently short
-        answer would look like a model that stopped on its own.
-        """
-        url = self.url(path)
-        finish = prompt_tokens = completion_tokens = None
-        done = False
-        events = 0
-        with closing(self.stream_json(path, body, framing=framing)) as payloads:
-            for payload in payloads:
-                if payload is DONE:
-                    done = True
-                    break
-                events += 1
-                with self.expect_shape(url):
-                    delta = parse_event(payload)
-                if delta is None:
-                    continue
-                if delta.text:
-                    yield StreamDelta(delta.text)
-                finish = delta.finish_reason or finish
-                if delta.prompt_tokens is not None:
-                    prompt_tokens = delta.prompt_tokens
-                if delta.completion_tokens is not None:
-                    completion_tokens = delta.completion_tokens
-        if finish is None and not done:
-            raise BackendProtocolError(
-                f"the stream from {self.backend} at {url} ended after {events} events without a final one;"
-                " the answer is incomplete (did the server crash or get stopped? check its log)",
-                backend=self.backend, url=url,
-            )
-        yield StreamDelta("", finish or "stop", prompt_tokens, completion_tokens)
+    def _read(self, url: str, exchange: Exchange[T], payload: Any) -> T:
+        with self.expect_shape(url):
+            return exchange.read(payload)
 
     @contextmanager
     def expect_shape(self, url: str) -> Iterator[None]:
@@ -298,6 +327,14 @@ class HTTPClient:
             backend=self.backend, url=url, status=status, body=text,
         )
 
+    def timed_out(self, url: str, seconds: float, setting: str, what: str) -> BackendTimeoutError:
+        return BackendTimeoutError(
+            f"{self.backend} at {url} {what} for {seconds:g} s ({setting}); the model may be too slow or stuck:"
+            f" raise {setting} (serve --{setting.replace('_', '-')}, {setting} in the model's config table, or"
+            f" backend_options={{'{setting}': ...}} in the library) or check the server's log",
+            backend=self.backend, url=url,
+        )
+
     @contextmanager
     def _translated(self, url: str, timeout: float | None = None) -> Iterator[None]:
         name = self.backend
@@ -305,17 +342,16 @@ class HTTPClient:
             yield
         except httpx.ConnectTimeout as exc:
             raise BackendTimeoutError(
-                f"{name} at {url} did not accept a connection within {self.connect_timeout}s;"
+                f"{name} at {url} did not accept a connection within {self.timeouts.connect:g} s (connect_timeout);"
                 " check the host and port, and that no firewall drops the packets",
                 backend=name, url=url,
             ) from exc
         except httpx.TimeoutException as exc:
-            raise BackendTimeoutError(
-                f"{name} at {url} sent nothing for {timeout or self.read_timeout}s (the read timeout); the model may be"
-                " too slow or stuck: raise read_timeout (serve --read-timeout, read_timeout in the model's config"
-                " table, or backend_options={'read_timeout': ...} in the library) or check the server's log",
-                backend=name, url=url,
-            ) from exc
+            if timeout is not None:  # a probe's own limit
+                raise self.timed_out(url, timeout, "probe", "sent nothing") from exc
+            limits = self.timeouts
+            setting = "first_token_timeout" if limits.first_token >= limits.read else "read_timeout"
+            raise self.timed_out(url, max(limits.first_token, limits.read), setting, "sent nothing") from exc
         except httpx.ConnectError as exc:
             raise BackendConnectionError(
                 f"could not connect to {name} at {url} ({exc}); is the server running and listening there?"
@@ -334,5 +370,161 @@ class HTTPClient:
                 backend=name, url=url,
             ) from exc
 
+
+class HTTPClient(_Client):
+    """The library's client: httpx, synchronous."""
+
+    def __init__(self, backend: str, base_url: str, *, default_url: str, headers: dict[str, str],
+                 timeouts: Timeouts, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(backend, base_url, default_url=default_url, timeouts=timeouts)
+        # The read timeout bounds the wait for each chunk, not the whole answer, so long streams are fine.
+        self._client = httpx.Client(headers=headers, timeout=timeouts.httpx(), transport=transport)
+
+    def get_json(self, path: str, *, timeout: float | None = None) -> Any:
+        return self._request_json("GET", path, None, timeout)
+
+    def post_json(self, path: str, body: Any, *, timeout: float | None = None) -> Any:
+        return self._request_json("POST", path, body, timeout)
+
+    def _request_json(self, method: str, path: str, body: Any, timeout: float | None) -> Any:
+        url = self.url(path)
+        with self._translated(url, timeout):
+            response = self._client.request(method, url, json=body, timeout=self._probe_limit(timeout))
+        return self._json_reply(url, response)
+
+    def post(self, exchange: Exchange[T]) -> T:
+        return self._read(self.url(exchange.path), exchange, self.post_json(exchange.path, exchange.body))
+
+    def stream(self, exchange: StreamExchange) -> Iterator[StreamDelta]:
+        """The answer's text deltas, then the closing delta (``Relay``).
+
+        Closing this generator early closes the HTTP response, which tells the server to stop, and
+        posts ``exchange.abandoned``.
+        """
+        url = self.url(exchange.path)
+        relay, reader = Relay(self, url, exchange), EventReader(exchange.framing)
+        try:
+            with self._translated(url), self._client.stream("POST", url, json=exchange.body) as response:
+                if not response.is_success:
+                    response.read()
+                    self._check_status(url, response)
+                for chunk in response.iter_bytes():
+                    for data in reader.feed(chunk):
+                        delta = relay.take(data)
+                        if delta is not None:
+                            yield delta
+                    if relay.done:
+                        break
+                for data in reader.end():
+                    delta = relay.take(data)
+                    if delta is not None:
+                        yield delta
+        except GeneratorExit:
+            if exchange.abandoned is not None:
+                self._abandon(exchange.abandoned)
+            raise
+        yield relay.end()
+
+    def _abandon(self, exchange: Exchange[Any]) -> None:
+        try:
+            self.post_json(exchange.path, exchange.body, timeout=self.timeouts.connect)
+        except LLMProxyError as exc:  # best effort: the caller is already gone
+            log.warning("could not stop the abandoned %s generation: %s", self.backend, exc)
+
     def close(self) -> None:
         self._client.close()
+
+
+class AsyncHTTPClient(_Client):
+    """The server's client: httpx on the event loop, so a slow or hung backend holds no thread.
+
+    It holds the first token to ``first_token`` seconds and every later piece to ``read`` seconds. One
+    httpx client per event loop, made on first use there (a pool's connections belong to one loop).
+    """
+
+    def __init__(self, backend: str, base_url: str, *, default_url: str, headers: dict[str, str],
+                 timeouts: Timeouts, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(backend, base_url, default_url=default_url, timeouts=timeouts)
+        self._headers = headers
+        self._transport = transport
+        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            for old in [old for old in self._clients if old.is_closed()]:
+                del self._clients[old]
+            # Enough connections for every request a lane admits; keep-alive beyond them is cheap.
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+            client = self._clients[loop] = httpx.AsyncClient(headers=self._headers, timeout=self.timeouts.httpx(),
+                                                             transport=self._transport, limits=limits)
+        return client
+
+    async def post(self, exchange: Exchange[T], *, timeout: float | None = None) -> T:
+        url = self.url(exchange.path)
+        with self._translated(url, timeout):
+            response = await self._client().post(url, json=exchange.body, timeout=self._probe_limit(timeout))
+        return self._read(url, exchange, self._json_reply(url, response))
+
+    async def answer(self, exchange: Exchange[T]) -> T:
+        """A whole answer, not streamed: its first token is all of it, held to ``first_token``."""
+        url = self.url(exchange.path)
+        return await self._within(self.timeouts.first_token, self.post(exchange), url, "first_token_timeout",
+                                  "sent no answer")
+
+    async def stream(self, exchange: StreamExchange) -> AsyncIterator[StreamDelta]:
+        """The answer's text deltas, then the closing delta (``Relay``); leaving early closes the
+        response (the server stops) and posts ``exchange.abandoned``."""
+        url = self.url(exchange.path)
+        relay, reader = Relay(self, url, exchange), EventReader(exchange.framing)
+        limits = self.timeouts
+        try:
+            with self._translated(url):
+                request = self._client().build_request("POST", url, json=exchange.body)
+                response = await self._within(limits.first_token, self._client().send(request, stream=True),
+                                              url, "first_token_timeout", "sent no answer")
+                try:
+                    if not response.is_success:
+                        await response.aread()
+                        self._check_status(url, response)
+                    chunks = response.aiter_bytes()
+                    while not relay.done:
+                        first = relay.events == 0
+                        chunk = await self._within(
+                            limits.first_token if first else limits.read, anext(chunks, None), url,
+                            "first_token_timeout" if first else "read_timeout",
+                            "sent no first token" if first else "sent nothing more")
+                        payloads = reader.end() if chunk is None else reader.feed(chunk)
+                        for data in payloads:
+                            delta = relay.take(data)
+                            if delta is not None:
+                                yield delta
+                        if chunk is None:
+                            break
+                finally:
+                    await response.aclose()
+        except (GeneratorExit, asyncio.CancelledError):
+            if exchange.abandoned is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._abandon(exchange.abandoned)
+            raise
+        yield relay.end()
+
+    async def _within(self, seconds: float, step: Awaitable[R], url: str, setting: str, what: str) -> R:
+        try:
+            with anyio.fail_after(seconds):
+                return await step
+        except TimeoutError:
+            raise self.timed_out(url, seconds, setting, what) from None
+
+    async def _abandon(self, exchange: Exchange[Any]) -> None:
+        try:
+            await self.post(exchange, timeout=self.timeouts.connect)
+        except LLMProxyError as exc:  # best effort: the caller is already gone
+            log.warning("could not stop the abandoned %s generation: %s", self.backend, exc)
+
+    async def aclose(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.aclose()

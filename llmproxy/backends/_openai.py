@@ -6,12 +6,17 @@ the base the three backend modules specialise with their own extra fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
-from llmproxy.backends._http import PROBE_TIMEOUT
-from llmproxy.backends.base import Completion, FinishReason, GenerationParams, ProbeResult, StreamDelta
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
+from llmproxy.backends.base import (
+    Completion,
+    FinishReason,
+    GenerationParams,
+    ProbeResult,
+    StreamDelta,
+)
 
 
 def openai_request(
@@ -95,14 +100,11 @@ class OpenAICompletionsBackend(HTTPBackend):
         return openai_request(params, {"prompt": prompt}, model=self.model, stream=stream,
                               fields=self.grammar_fields(params))
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
-        payload = self.http.post_json(self.path, self.request_body(prompt, params, stream=False))
-        with self.http.expect_shape(self.http.url(self.path)):
-            return parse_completion(payload)
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
+        return Exchange(self.path, self.request_body(prompt, params, stream=False), parse_completion)
 
-    def _stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
-        body = self.request_body(prompt, params, stream=True)
-        return self.http.relay_stream(self.path, body, parse_chunk)
+    def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
+        return StreamExchange(self.path, self.request_body(prompt, params, stream=True), parse_chunk)
 
     def _probe(self) -> ProbeResult:
         url = self.http.url("/v1/models")

@@ -12,7 +12,7 @@ tell (the model it serves, its context window, its chat template, vLLM's grammar
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -162,3 +162,24 @@ class Backend(abc.ABC):
 
     def close(self) -> None:
         """Release connections or other resources."""
+
+
+class AsyncBackend(abc.ABC):
+    """A backend whose I/O can also run on an event loop: the server then calls it there, so a slow or
+    hung backend holds no worker thread, only its own requests. The embedded model computes, so it
+    has no such side: the server runs it in worker threads."""
+
+    @abc.abstractmethod
+    async def acomplete(self, prompt: str, params: GenerationParams) -> Completion:
+        """``Backend.complete``, awaited (for what only a whole answer reports: logprobs)."""
+
+    @abc.abstractmethod
+    def astream(self, prompt: str, params: GenerationParams) -> AsyncIterator[StreamDelta]:
+        """``Backend.stream``, as an async iterator; closing it early stops the generation."""
+
+    @abc.abstractmethod
+    async def acount_tokens(self, text: str) -> int | None:
+        """``Backend.count_tokens``, awaited."""
+
+    async def aclose(self) -> None:
+        """Release what the event loop holds (connections)."""

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
-from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends._openai import finish_reason
-from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult, StreamDelta
-from llmproxy.errors import BackendError, BackendHTTPError
+from llmproxy.backends.base import (
+    Capabilities,
+    Completion,
+    GenerationParams,
+    ProbeResult,
+    StreamDelta,
+)
+from llmproxy.errors import BackendHTTPError
 
 log = logging.getLogger(__name__)
 GENERATE = "/api/v1/generate"
@@ -65,30 +70,16 @@ class KoboldCppBackend(HTTPBackend):
         return generate_request(prompt, params, context_window=self.configured_context_window,
                                 grammar_fields=self.grammar_fields(params), genkey=genkey)
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
-        payload = self.http.post_json(GENERATE, self.request_body(prompt, params))
-        with self.http.expect_shape(self.http.url(GENERATE)):
-            return parse_generate(payload)
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
+        return Exchange(GENERATE, self.request_body(prompt, params), parse_generate)
 
-    def _stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+    def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
         genkey = f"KCPP{secrets.token_hex(4)}"
-        body = self.request_body(prompt, params, genkey)
-        try:
-            yield from self.http.relay_stream(STREAM, body, parse_stream_event)
-        except GeneratorExit:
-            self._abort(genkey)
-            raise
+        abort = Exchange("/api/extra/abort", {"genkey": genkey}, lambda payload: None)
+        return StreamExchange(STREAM, self.request_body(prompt, params, genkey), parse_stream_event, abandoned=abort)
 
-    def _abort(self, genkey: str) -> None:
-        try:
-            self.http.post_json("/api/extra/abort", {"genkey": genkey}, timeout=self.http.connect_timeout)
-        except BackendError as exc:  # best effort: the caller is already gone
-            log.warning("could not abort the abandoned koboldcpp generation: %s", exc)
-
-    def _count_tokens(self, text: str) -> int:
-        payload = self.http.post_json("/api/extra/tokencount", {"prompt": text})
-        with self.http.expect_shape(self.http.url("/api/extra/tokencount")):
-            return int(payload["value"])
+    def count_exchange(self, text: str) -> Exchange[int]:
+        return Exchange("/api/extra/tokencount", {"prompt": text}, lambda payload: int(payload["value"]))
 
     def _probe(self) -> ProbeResult:
         model = self.http.get_json("/api/v1/model", timeout=PROBE_TIMEOUT)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
-from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends.base import (
     Capabilities,
     ChatTemplate,
@@ -140,19 +139,15 @@ class LlamaCppBackend(HTTPBackend):
                 "grammar_triggers": [{"type": TRIGGER_WORD, "value": word} for word in lazy.triggers],
                 "preserved_tokens": list(lazy.preserved_tokens)}
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
-        payload = self.http.post_json(PATH, self.request_body(prompt, params, stream=False))
-        with self.http.expect_shape(self.http.url(PATH)):
-            return parse_completion(payload)
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
+        return Exchange(PATH, self.request_body(prompt, params, stream=False), parse_completion)
 
-    def _stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
-        return self.http.relay_stream(PATH, self.request_body(prompt, params, stream=True), parse_stream_event)
+    def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
+        return StreamExchange(PATH, self.request_body(prompt, params, stream=True), parse_stream_event)
 
-    def _count_tokens(self, text: str) -> int:
+    def count_exchange(self, text: str) -> Exchange[int]:
         # add_special: count the BOS token /completion adds too (older servers ignore the flag).
-        payload = self.http.post_json("/tokenize", {"content": text, "add_special": True})
-        with self.http.expect_shape(self.http.url("/tokenize")):
-            return len(payload["tokens"])
+        return Exchange("/tokenize", {"content": text, "add_special": True}, lambda payload: len(payload["tokens"]))
 
     def _probe(self) -> ProbeResult:
         self.http.get_json("/health", timeout=PROBE_TIMEOUT)  # 503 while the model loads

@@ -9,12 +9,17 @@ prompt is cut silently by Ollama, so configure ``context_window`` (sent as ``num
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
-from llmproxy.backends._http import PROBE_TIMEOUT
-from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult, StreamDelta
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
+from llmproxy.backends.base import (
+    Capabilities,
+    Completion,
+    GenerationParams,
+    ProbeResult,
+    StreamDelta,
+)
 from llmproxy.errors import BackendHTTPError
 
 PATH = "/api/generate"
@@ -73,14 +78,11 @@ class OllamaBackend(HTTPBackend):
         return generate_request(prompt, params, model=str(self.model), stream=stream,
                                 context_window=self.configured_context_window)
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
-        payload = self.http.post_json(PATH, self.request_body(prompt, params, stream=False))
-        with self.http.expect_shape(self.http.url(PATH)):
-            return parse_generate(payload)
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
+        return Exchange(PATH, self.request_body(prompt, params, stream=False), parse_generate)
 
-    def _stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
-        body = self.request_body(prompt, params, stream=True)
-        return self.http.relay_stream(PATH, body, parse_stream_line, framing="ndjson")
+    def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
+        return StreamExchange(PATH, self.request_body(prompt, params, stream=True), parse_stream_line, "ndjson")
 
     def _probe(self) -> ProbeResult:
         version = self.http.get_json("/api/version", timeout=PROBE_TIMEOUT)

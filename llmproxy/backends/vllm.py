@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 from typing import Any
 
-from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends._openai import OpenAICompletionsBackend
-from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult, StreamDelta
+from llmproxy.backends.base import (
+    Capabilities,
+    Completion,
+    GenerationParams,
+    ProbeResult,
+)
 from llmproxy.errors import BackendProtocolError, LLMProxyError, UnsupportedRequestError
 
 
@@ -71,13 +75,13 @@ class VLLMBackend(OpenAICompletionsBackend):
             )
         return grammar_fields(self.grammar_key, params.grammar, params.extra)
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
         self._check_model()
-        return super()._complete(prompt, params)
+        return super().completion_exchange(prompt, params)
 
-    def _stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+    def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
         self._check_model()
-        return super()._stream(prompt, params)
+        return super().stream_exchange(prompt, params)
 
     def _check_model(self) -> None:
         # Without a model name vLLM answers 400/404; say why there is none instead. (A server that is
@@ -87,11 +91,9 @@ class VLLMBackend(OpenAICompletionsBackend):
             raise BackendProtocolError(f"{self.name} at {url} names no model to use ({self._discovered.detail});"
                                        " set the model name", backend=self.name, url=url)
 
-    def _count_tokens(self, text: str) -> int:
+    def count_exchange(self, text: str) -> Exchange[int]:
         # vLLM's /tokenize lives at the root, not under /v1.
-        payload = self.http.post_json("/tokenize", {"model": self.model, "prompt": text})
-        with self.http.expect_shape(self.http.url("/tokenize")):
-            return int(payload["count"])
+        return Exchange("/tokenize", {"model": self.model, "prompt": text}, lambda payload: int(payload["count"]))
 
     def _probe(self) -> ProbeResult:
         result = super()._probe()

@@ -11,9 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
-from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange
 from llmproxy.backends._openai import OpenAICompletionsBackend
-from llmproxy.backends.base import Capabilities, Completion, GenerationParams, ProbeResult
+from llmproxy.backends.base import (
+    Capabilities,
+    Completion,
+    GenerationParams,
+    ProbeResult,
+)
 
 
 class WebUIBackend(OpenAICompletionsBackend):
@@ -28,10 +33,8 @@ class WebUIBackend(OpenAICompletionsBackend):
             body["truncation_length"] = self.configured_context_window
         return body
 
-    def _count_tokens(self, text: str) -> int:
-        payload = self.http.post_json("/v1/internal/token-count", {"text": text})
-        with self.http.expect_shape(self.http.url("/v1/internal/token-count")):
-            return int(payload["length"])
+    def count_exchange(self, text: str) -> Exchange[int]:
+        return Exchange("/v1/internal/token-count", {"text": text}, lambda payload: int(payload["length"]))
 
 
 def legacy_request(prompt: str, params: GenerationParams, *, context_window: int | None,
@@ -65,15 +68,12 @@ class WebUILegacyBackend(HTTPBackend):
         return legacy_request(prompt, params, context_window=self.configured_context_window,
                               grammar_fields=self.grammar_fields(params))
 
-    def _complete(self, prompt: str, params: GenerationParams) -> Completion:
-        payload = self.http.post_json("/api/v1/generate", self.request_body(prompt, params))
-        with self.http.expect_shape(self.http.url("/api/v1/generate")):
-            return parse_legacy(payload)
+    def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
+        return Exchange("/api/v1/generate", self.request_body(prompt, params), parse_legacy)
 
-    def _count_tokens(self, text: str) -> int:
-        payload = self.http.post_json("/api/v1/token-count", {"prompt": text})
-        with self.http.expect_shape(self.http.url("/api/v1/token-count")):
-            return int(payload["results"][0]["tokens"])
+    def count_exchange(self, text: str) -> Exchange[int]:
+        return Exchange("/api/v1/token-count", {"prompt": text},
+                        lambda payload: int(payload["results"][0]["tokens"]))
 
     def _probe(self) -> ProbeResult:
         payload = self.http.get_json("/api/v1/model", timeout=PROBE_TIMEOUT)

@@ -32,7 +32,7 @@ from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration
 from llmproxy.server.envelope import envelope
 from llmproxy.server.hosts import HostCheck
 from llmproxy.server.intake import Intake
-from llmproxy.server.lanes import Lane
+from llmproxy.server.lanes import Lane, lane_for
 from llmproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from llmproxy.server.metrics import Metrics
 from llmproxy.server.models import Models
@@ -56,11 +56,15 @@ class Service:
         self.lanes: dict[int, Lane] = {}
         for name, route in models.routes.items():
             if id(route.backend) not in self.lanes:
-                self.lanes[id(route.backend)] = Lane(route.backend, name, limits.get(name) or route_limits(route))
+                self.lanes[id(route.backend)] = lane_for(route.backend, name, limits.get(name) or route_limits(route))
         self.metrics = Metrics(self.lanes.values())
 
     def lane(self, route: Route) -> Lane:
         return self.lanes[id(route.backend)]
+
+    async def aclose(self) -> None:
+        for lane in self.lanes.values():
+            await lane.aclose()
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:
@@ -130,6 +134,7 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     app = _Server(HostCheck(allowed_hosts), title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
     app.state.service = service
+    app.router.add_event_handler("shutdown", service.aclose)
     _install_error_handlers(app)
     origins = list(cors_origins)
     if origins:

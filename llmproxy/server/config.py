@@ -32,7 +32,8 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     max_queue = 16                # requests that may wait beyond those (default 16); past them, 429
     retries = 2                   # more generations an unusable answer gets, told what was wrong (default 2)
     connect_timeout = 5           # seconds to connect to the backend (default 5)
-    read_timeout = 120            # seconds the backend may send nothing (default 600)
+    first_token_timeout = 300     # seconds to the answer's first token, the prompt read first (default 120)
+    read_timeout = 60             # seconds between two pieces of the answer (default 30)
 
 Which model answers a request: the one its ``model`` names. A file that sets no ``default_model``
 answers a request naming none with its first model, and one naming an unknown model with a 404
@@ -68,6 +69,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt key is an error, not silently ignored
 
 
+TIMEOUTS = ("connect_timeout", "first_token_timeout", "read_timeout")  # model keys that go to the backend
+
+
 class ModelConfig(_Strict):
     backend: str = "embedded"
     endpoint: str | None = None
@@ -82,8 +86,10 @@ class ModelConfig(_Strict):
     max_running: int | None = Field(default=None, ge=1)
     max_queue: int | None = Field(default=None, ge=0)
     retries: int = Field(default=DEFAULT_RETRIES, ge=0)  # second chances for an unusable answer
-    connect_timeout: float | None = Field(default=None, gt=0)  # HTTP backends: seconds to connect (5)
-    read_timeout: float | None = Field(default=None, gt=0)  # HTTP backends: seconds between bytes (600)
+    # HTTP backends (TIMEOUTS; llmproxy.backends._http.Timeouts): seconds to connect, to the first token, between pieces
+    connect_timeout: float | None = Field(default=None, gt=0)
+    first_token_timeout: float | None = Field(default=None, gt=0)
+    read_timeout: float | None = Field(default=None, gt=0)
 
 
 class ConnectionLimits(_Strict):
@@ -163,8 +169,7 @@ def model_route(name: str, model: ModelConfig) -> Route:
         auth_key=model.auth_key,
         name=name,
         retries=model.retries,
-        backend_options={key: value for key, value in (("connect_timeout", model.connect_timeout),
-                                                       ("read_timeout", model.read_timeout)) if value is not None},
+        backend_options={key: getattr(model, key) for key in TIMEOUTS if getattr(model, key) is not None},
     )
     to_generation_params(route.base_settings)  # bad settings fail now, not per request
     return route

@@ -1,9 +1,10 @@
 """Stopping the work for a client that went away.
 
 While a request's work runs, its connection is watched; a disconnect sets a flag that worker
-threads check between backend deltas (a thread cannot be interrupted), and interrupts outright only
-a wait in a backend's queue (everything else on the event loop is quick). The work then ends with
-``Cancelled``, which the app answers with nothing (status 499 in the log).
+threads check between backend deltas (a thread cannot be interrupted), and interrupts outright a
+wait that may be long on the event loop: for a place in a backend's queue, or for a backend's answer
+(everything else on the loop is quick). The work then ends with ``Cancelled``, which the app answers
+with nothing (status 499 in the log).
 """
 
 from __future__ import annotations
@@ -28,20 +29,26 @@ class Watch:
     def __init__(self) -> None:
         self.cancelled = threading.Event()
         self._task = asyncio.current_task()
-        self._queued = False
+        self._interruptible = False
 
     def disconnected(self) -> None:
         self.cancelled.set()
-        if self._queued and self._task is not None:
+        if self._interruptible and self._task is not None:
             self._task.cancel()
+
+    @contextlib.asynccontextmanager
+    async def interruptible(self) -> AsyncIterator[None]:
+        """A wait that a client leaving cancels at once."""
+        self._interruptible = True
+        try:
+            yield
+        finally:
+            self._interruptible = False
 
     async def enter(self, admission: Admission) -> Slot:
         """A place to run in (the caller releases it); a client that leaves meanwhile ends the wait."""
-        self._queued = True
-        try:
+        async with self.interruptible():
             return await admission.enter()
-        finally:
-            self._queued = False
 
 
 @contextlib.asynccontextmanager

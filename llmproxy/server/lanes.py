@@ -1,52 +1,57 @@
 """How the server calls a backend without blocking its event loop: one ``Lane`` per backend.
 
-Backends are synchronous (httpx sync clients, llama-cpp-python), so every generation runs in a
-worker thread, and so does counting tokens with a backend's own tokenizer (an HTTP call, or the
-loaded model). Drafting, planning and finishing a request only compute, so they run on the event
-loop: in a worker thread they would fight the loop for the GIL, which halves the server's
-throughput. Each lane runs a limited number of requests at once and queues a limited number more
-(llmproxy.server.admission; one at a time for a backend whose ``capabilities.concurrent`` is false:
-the embedded model), so waiting requests hold no thread. Its worker threads come from its own
-pool of as many (an anyio CapacityLimiter), not anyio's shared 40: a hung backend holds only its
-own lane's threads, and every other route keeps answering. Generations always go through
-``Backend.stream`` so they can be stopped between tokens: closing the backend's stream closes its HTTP response, which
-tells the backend server to stop, instead of leaving it to run for nobody.
+An HTTP backend (``AsyncBackend``) is called on the event loop itself (``LoopLane``): a request that
+waits for it holds nothing but its connection, so a hung backend can only ever hold its own lane's
+places, and a request that is cancelled or times out lets go of its upstream connection at once.
+The embedded model computes in-process, so its generations run in worker threads (``ThreadLane``),
+and so does counting tokens with its tokenizer; its threads come from the lane's own pool of as many
+as it runs at once (an anyio CapacityLimiter), not anyio's shared 40.
+
+Drafting, planning and finishing a request only compute, so they run on the event loop: in a worker
+thread they would fight the loop for the GIL, which halves the server's throughput. Each lane runs a
+limited number of requests at once and queues a limited number more (llmproxy.server.admission; one
+at a time for a backend whose ``capabilities.concurrent`` is false: the embedded model). Generations
+always go through the backend's stream so they can be stopped between tokens: closing it closes the
+HTTP response, which tells the backend server to stop, instead of leaving it to run for nobody.
 """
 
 from __future__ import annotations
 
+import abc
 import threading
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
-from llmproxy.backends.base import Backend, Completion, ProbeResult, StreamDelta
+from llmproxy.backends.base import AsyncBackend, Backend, Completion, ProbeResult, StreamDelta
 from llmproxy.server.admission import Admission
 from llmproxy.server.config import RouteLimits
-from llmproxy.server.disconnects import Cancelled
+from llmproxy.server.disconnects import Cancelled, Watch
 from llmproxy.server.endpoints import Generation, Planned
 from llmproxy.server.request_log import RequestLog
-from llmproxy.tokens import TokenCount, answer_tokens, count_tokens
-
-T = TypeVar("T")
+from llmproxy.tokens import TokenCount, answer_tokens, count_tokens, estimate_tokens
 
 
-class Lane:
-    """How the server calls one backend, decided once from its capabilities."""
+def lane_for(backend: Backend, name: str, limits: RouteLimits) -> Lane:
+    """The lane that suits ``backend``: on the event loop where its I/O can run there."""
+    return LoopLane(backend, name, limits) if isinstance(backend, AsyncBackend) else ThreadLane(backend, name, limits)
+
+
+class Lane(abc.ABC):
+    """How the server calls one backend. ``open`` gives a stream of deltas to read with ``next`` and
+    end with ``close``; ``generate`` reads one whole."""
 
     def __init__(self, backend: Backend, name: str, limits: RouteLimits) -> None:
         self.backend = backend
         self.admission = Admission(name, limits.max_running, limits.max_queue)
-        # A request uses one thread at a time, and only while admitted: as many threads as places.
-        self.threads = anyio.CapacityLimiter(limits.max_running)
-        self.counts_in_thread = backend.capabilities.tokenizer  # a call to the backend, which may wait
 
     async def plan(self, generation: Generation, log: RequestLog) -> Planned:
         """Draft the request, count its prompt's tokens, plan it."""
         prompt = generation.draft()
-        planned = generation.plan(await self._count(count_tokens, prompt))
+        planned = generation.plan(await self.count(prompt))
         log.prompt(planned.prompt, planned.grammar)
         return planned
 
@@ -55,27 +60,11 @@ class Lane:
         log.raw_output(completion.text)
         if completion.completion_tokens is not None:  # reported by the backend: nothing to count
             return generation.finish(completion, answer_tokens(completion))
-        return generation.finish(completion, await self._count(answer_tokens, completion))
+        return generation.finish(completion, await self.count(completion.text))
 
-    async def _count(self, counter: Callable[[T, Backend], TokenCount], counted: T) -> TokenCount:
-        if self.counts_in_thread:
-            return await self._in_thread(counter, counted, self.backend)
-        return counter(counted, self.backend)
-
-    async def generate(self, planned: Planned, cancelled: threading.Event) -> Completion:
-        """The whole generation, stopped between deltas once ``cancelled`` is set."""
-        return await self._in_thread(_generate, self.backend, planned, cancelled)
-
-    async def open(self, planned: Planned, cancelled: threading.Event) -> Iterator[StreamDelta]:
-        """The backend's stream of deltas for ``planned`` (read it with ``next``, end it with ``close``)."""
-        return await self._in_thread(_open, self.backend, planned, cancelled)
-
-    async def next(self, deltas: Iterator[StreamDelta]) -> StreamDelta | None:
-        """The stream's next delta; None at its end."""
-        return await self._in_thread(next, deltas, None)
-
-    async def close(self, deltas: Iterator[StreamDelta]) -> None:
-        await self._in_thread(_close, deltas)
+    @abc.abstractmethod
+    async def generate(self, planned: Planned, watch: Watch) -> Completion:
+        """The whole generation, stopped once the client leaves."""
 
     async def probe(self, seconds: float) -> ProbeResult:
         """What the backend says about itself, or that it is down if it says nothing within ``seconds``.
@@ -86,7 +75,86 @@ class Lane:
             return await anyio.to_thread.run_sync(self.backend.probe, abandon_on_cancel=True)
         return ProbeResult(backend=self.backend.name, url=None, up=False, detail=f"no answer within {seconds:g} s")
 
-    async def _in_thread(self, function: Callable[..., T], *args) -> T:
+    @abc.abstractmethod
+    async def count(self, text: str) -> TokenCount:
+        """Tokens in ``text``, by the backend's tokenizer where it has one."""
+
+    @abc.abstractmethod
+    async def open(self, planned: Planned, watch: Watch) -> Any:
+        """The backend's stream of deltas for ``planned``."""
+
+    @abc.abstractmethod
+    async def next(self, deltas: Any) -> StreamDelta | None:
+        """The stream's next delta; None at its end."""
+
+    @abc.abstractmethod
+    async def close(self, deltas: Any) -> None:
+        """End the stream (the backend stops generating)."""
+
+    async def aclose(self) -> None:
+        """Release what the lane holds on the event loop."""
+
+
+class LoopLane(Lane):
+    """A backend with async I/O, called on the event loop."""
+
+    backend: Any  # a Backend that is also an AsyncBackend
+
+    async def generate(self, planned: Planned, watch: Watch) -> Completion:
+        collector = Collector()
+        async with watch.interruptible():  # a client that leaves cancels the wait for the backend at once
+            if planned.params.logprobs is not None:  # reported with whole answers only
+                return await self.backend.acomplete(planned.prompt, planned.params)
+            async with aclosing(await self.open(planned, watch)) as deltas:
+                async for delta in deltas:
+                    collector.add(delta)
+        return collector.completion()
+
+    async def count(self, text: str) -> TokenCount:
+        counted = await self.backend.acount_tokens(text)
+        return TokenCount(counted, exact=True) if counted is not None else TokenCount(estimate_tokens(text), exact=False)
+
+    async def open(self, planned: Planned, watch: Watch) -> AsyncIterator[StreamDelta]:
+        if watch.cancelled.is_set():  # the client left while the request was being planned
+            raise Cancelled()
+        return self.backend.astream(planned.prompt, planned.params)
+
+    async def next(self, deltas: AsyncIterator[StreamDelta]) -> StreamDelta | None:
+        return await anext(deltas, None)
+
+    async def close(self, deltas: AsyncIterator[StreamDelta]) -> None:
+        await deltas.aclose()  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+
+class ThreadLane(Lane):
+    """A backend that blocks (the embedded model), called in the lane's own worker threads."""
+
+    def __init__(self, backend: Backend, name: str, limits: RouteLimits) -> None:
+        super().__init__(backend, name, limits)
+        # A request uses one thread at a time, and only while admitted: as many threads as places.
+        self.threads = anyio.CapacityLimiter(limits.max_running)
+
+    async def count(self, text: str) -> TokenCount:
+        if self.backend.capabilities.tokenizer:  # the loaded model's tokenizer: computes, off the loop
+            return await self._in_thread(count_tokens, text, self.backend)
+        return count_tokens(text)
+
+    async def generate(self, planned: Planned, watch: Watch) -> Completion:
+        return await self._in_thread(_generate, self.backend, planned, watch.cancelled)  # one thread hop
+
+    async def open(self, planned: Planned, watch: Watch) -> Iterator[StreamDelta]:
+        return await self._in_thread(_open, self.backend, planned, watch.cancelled)
+
+    async def next(self, deltas: Iterator[StreamDelta]) -> StreamDelta | None:
+        return await self._in_thread(next, deltas, None)
+
+    async def close(self, deltas: Iterator[StreamDelta]) -> None:
+        await self._in_thread(_close, deltas)
+
+    async def _in_thread(self, function, *args):  # noqa: ANN001, ANN202 - anyio's own signature
         return await anyio.to_thread.run_sync(function, *args, limiter=self.threads)
 
 
@@ -128,6 +196,10 @@ def _close(deltas: Iterator[StreamDelta]) -> None:
 
 
 def _generate(backend: Backend, planned: Planned, cancelled: threading.Event) -> Completion:
+    if planned.params.logprobs is not None:  # reported with whole answers only
+        if cancelled.is_set():
+            raise Cancelled()
+        return backend.complete(planned.prompt, planned.params)
     collector = Collector()
     deltas = _open(backend, planned, cancelled)
     try:

@@ -1,14 +1,14 @@
 """The two ways to answer a generation request: the whole response at once, or a server-sent event stream.
 
 Both take the request through its lane's admission (llmproxy.server.admission), plan it
-(llmproxy.server.endpoints' stages), generate in a worker thread while the client is watched
+(llmproxy.server.endpoints' stages), generate while the client is watched
 (llmproxy.server.disconnects), and finish it.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
 from pydantic import BaseModel
@@ -16,7 +16,6 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from llmproxy.backends.base import StreamDelta
 from llmproxy.errors import LLMProxyError, OutputParseError
 from llmproxy.server.admission import Slot
 from llmproxy.server.chunks import DONE, error_event, sse
@@ -34,7 +33,7 @@ async def answer(request: Request, lane: Lane, generation: Generation, log: Requ
         try:
             while True:
                 planned = await lane.plan(generation, log)
-                completion = await lane.generate(planned, watch.cancelled)
+                completion = await lane.generate(planned, watch)
                 try:
                     return await lane.finish(generation, completion, log)  # may count with the backend: admitted
                 except OutputParseError as exc:
@@ -74,7 +73,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     request the backend refuses (down, overflow, bad grammar) still gets a proper HTTP error status.
     A failure after that ends the stream with an error event and ``[DONE]``.
     """
-    deltas: Iterator[StreamDelta] | None = None
+    deltas: Any = None  # the lane's stream, once open
     slot: Slot | None = None  # the request's place in its lane, once admitted
 
     async def release() -> None:
@@ -88,7 +87,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             slot = await watch.enter(lane.admission)
             planned = await lane.plan(generation, log)
             chunks = generation.chunks()
-            deltas = await lane.open(planned, watch.cancelled)
+            deltas = await lane.open(planned, watch)
             first = await lane.next(deltas)
     except BaseException:
         with anyio.CancelScope(shield=True):
@@ -118,7 +117,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                         raise
                     log.retried(exc)
                     await lane.close(deltas)
-                    deltas = await lane.open(await lane.plan(generation, log), threading.Event())
+                    deltas = await lane.open(await lane.plan(generation, log), watch)
                     delta = await lane.next(deltas)
             log.answered(response)
             for chunk in chunks.closing(response):

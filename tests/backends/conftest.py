@@ -71,6 +71,7 @@ class Fake:
         self.bodies: list[Any] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
+        self.stall: tuple[int, float] | None = None  # streams set up from now on: pause before chunk i, s seconds
 
     @property
     def url(self) -> str:
@@ -96,10 +97,13 @@ class Fake:
     def stream(self, path: str, chunks: Iterable[bytes], *, content_type: str = "text/event-stream",
                then_fail: bool = False) -> None:
         """Send ``chunks`` one network write each; ``then_fail`` drops the connection mid-body."""
-        chunks = list(chunks)
+        chunks, stall = list(chunks), self.stall
 
         def body() -> Iterable[bytes]:
-            yield from chunks
+            for index, chunk in enumerate(chunks):
+                if stall is not None and index == stall[0]:
+                    time.sleep(stall[1])
+                yield chunk
             if then_fail:
                 raise ConnectionAbortedError("fake server dies mid-stream")
 

@@ -9,12 +9,15 @@ HTTP errors do not), and test_embedded.py covers the rest of it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import json
+import time
 
 import pytest
 
 from llmproxy.backends import BACKEND_NAMES, backend_class, create_backend
-from llmproxy.backends.base import Backend, GenerationParams
+from llmproxy.backends.base import AsyncBackend, Backend, GenerationParams
 from llmproxy.errors import BackendConnectionError, BackendHTTPError, BackendTimeoutError, UnsupportedRequestError
 
 from .conftest import CALL_PIECES, CALL_TEXT, MEMGPT_PROMPT, Fake
@@ -36,9 +39,19 @@ def test_every_registered_backend_is_covered():
 @pytest.fixture(params=HTTP_BACKENDS)
 def server(request, fake: Fake) -> ProtocolFake:
     """The backend's fake server, answering discovery."""
-    if request.param not in FAKES:
-        pytest.fail(f"backend {request.param!r} is registered but has no fake: add one to tests/backends/fakes.py")
-    protocol = FAKES[request.param](fake)
+    return protocol_fake(request.param, fake)
+
+
+@pytest.fixture(params=[name for name in HTTP_BACKENDS if backend_class(name).capabilities.streaming])
+def streaming_server(request, fake: Fake) -> ProtocolFake:
+    """The same, for the backends that stream."""
+    return protocol_fake(request.param, fake)
+
+
+def protocol_fake(name: str, fake: Fake) -> ProtocolFake:
+    if name not in FAKES:
+        pytest.fail(f"backend {name!r} is registered but has no fake: add one to tests/backends/fakes.py")
+    protocol = FAKES[name](fake)
     protocol.serve_discovery()
     return protocol
 
@@ -157,12 +170,13 @@ def test_refused_connection(name, closed_port):
 
 
 def test_read_timeout(server):
+    # The library's sync client has one read limit: the larger of first_token_timeout and read_timeout.
     for path in {server.complete_path, server.stream_path}:
         server.fake.slow(path, 1.0)
-    backend = connect(server, read_timeout=0.2)
-    with pytest.raises(BackendTimeoutError, match="read_timeout"):
+    backend = connect(server, first_token_timeout=0.2, read_timeout=0.1)
+    with pytest.raises(BackendTimeoutError, match="first_token_timeout"):
         backend.complete(MEMGPT_PROMPT, PARAMS)
-    with pytest.raises(BackendTimeoutError, match="read_timeout"):
+    with pytest.raises(BackendTimeoutError, match="first_token_timeout"):
         list(backend.stream(MEMGPT_PROMPT, PARAMS))
 
 
@@ -175,6 +189,87 @@ def test_http_500(server):
     assert info.value.status == 500
     with pytest.raises(BackendHTTPError, match="HTTP 500"):
         list(backend.stream(MEMGPT_PROMPT, PARAMS))
+
+
+# --- the same on an event loop (the server's async client) ----------------------------------
+
+
+def run_async(backend: Backend, *steps):
+    """Run ``steps`` (coroutine functions of the backend) on one event loop, closing its connections."""
+
+    async def run():
+        try:
+            return [await step(backend) for step in steps]
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(run())
+
+
+def astream(prompt: str = MEMGPT_PROMPT, params: GenerationParams = PARAMS):
+    async def step(backend):
+        return [delta async for delta in backend.astream(prompt, params)]
+
+    return step
+
+
+def test_every_http_backend_runs_on_an_event_loop(server):
+    assert isinstance(connect(server), AsyncBackend)
+
+
+def test_async_stream_sends_and_reads_the_same_as_the_sync_one(server):
+    server.serve_stream(CALL_PIECES)
+    (deltas,) = run_async(connect(server), astream())
+    assert "".join(delta.text for delta in deltas) == CALL_TEXT and deltas[-1].finish_reason == "stop"
+    assert all(delta.finish_reason is None for delta in deltas[:-1])
+    assert deltas == list(connect(server).stream(MEMGPT_PROMPT, PARAMS))
+    first, second = server.completion_requests()
+    assert server.sent(first) == server.sent(second) == SENT
+
+
+def test_async_token_counting(server):
+    backend = connect(server)
+
+    async def count(backend):
+        return [await backend.acount_tokens("one two three"), await backend.acount_tokens("one two three")]
+
+    if backend.capabilities.tokenizer:
+        server.serve_tokenizer()
+        assert run_async(backend, count) == [[token_count("one two three")] * 2]
+        assert len([body for body in server.fake.bodies if body and "three" in json.dumps(body)]) == 1  # cached
+    else:
+        assert run_async(backend, count) == [[None, None]]
+
+
+def test_async_errors_are_the_same_errors(server, closed_port):
+    for path in {server.complete_path, server.stream_path}:
+        server.serve_error(path, 500)
+    with pytest.raises(BackendHTTPError, match="HTTP 500"):
+        run_async(connect(server), astream())
+    down = create_backend(server.backend, endpoint=f"http://127.0.0.1:{closed_port}", model="m")
+    with pytest.raises(BackendConnectionError, match="is the server running"):
+        run_async(down, astream())
+
+
+def test_async_first_token_timeout_frees_the_request_in_its_own_time(server):
+    for path in {server.complete_path, server.stream_path}:
+        server.fake.slow(path, 2.0)
+    started = time.monotonic()
+    with pytest.raises(BackendTimeoutError, match=r"first_token_timeout.*raise first_token_timeout"):
+        run_async(connect(server, first_token_timeout=0.3, read_timeout=5), astream())
+    assert time.monotonic() - started < 1.5
+
+
+def test_async_between_tokens_a_stalled_stream_is_cut_and_a_slow_one_is_not(streaming_server):
+    server = streaming_server
+    server.fake.stall = (1, 1.0)  # a piece, then a 1 s silence
+    server.serve_stream(CALL_PIECES)
+    with pytest.raises(BackendTimeoutError, match="read_timeout"):
+        run_async(connect(server, first_token_timeout=5, read_timeout=0.3), astream())
+    server.fake.stall = (1, 0.3)  # slower than the first token is allowed, within the read timeout
+    server.serve_stream(CALL_PIECES)
+    (deltas,) = run_async(connect(server, first_token_timeout=0.2, read_timeout=2), astream())
+    assert "".join(delta.text for delta in deltas) == CALL_TEXT
 
 
 # --- the embedded backend: the same contract, in-process -------------------------------------

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from llmproxy.backends import backend_class, create_backend
-from llmproxy.backends._http import PROBE_TIMEOUT, HTTPClient, auth_headers, iter_lines, iter_sse, normalize_endpoint
+from llmproxy.backends._http import PROBE_TIMEOUT, EventReader, HTTPClient, Timeouts, auth_headers, normalize_endpoint
 from llmproxy.backends._replies import context_overflow, error_message
 from llmproxy.backends.base import GenerationParams
 from llmproxy.errors import (
@@ -96,28 +96,38 @@ def test_auth_header_reaches_the_server(fake, auth_type, header, value):
 # --- line and SSE readers --------------------------------------------------------------------
 
 
+def read(chunks, framing="sse"):
+    reader = EventReader(framing)
+    return [data for chunk in chunks for data in reader.feed(chunk)] + reader.end()
+
+
 def test_lines_split_on_lf_and_crlf_even_across_network_chunks():
     chunks = [b"data: a\r", b"\n\r\ndata: b\n", b"\ndata: c"]
-    assert list(iter_lines(chunks)) == ["data: a", "", "data: b", "", "data: c"]
+    assert read(chunks) == ["a", "b", "c"]
 
 
 def test_lines_do_not_split_at_unicode_line_separators():
-    text = "data: {\"t\": \"a\u2028b\u0085c\x0cd\"}\n"
-    assert list(iter_lines([text.encode()])) == [text[:-1]]
+    text = "{\"t\": \"a\u2028b\u0085c\x0cd\"}"
+    assert read([f"data: {text}\n\n".encode()]) == [text]
+    assert read([f"{text}\n".encode()], "ndjson") == [text]
 
 
 def test_lines_survive_a_multibyte_character_split_across_chunks():
     raw = "data: é\n".encode()
-    assert list(iter_lines([raw[:7], raw[7:]])) == ["data: é"]
+    assert read([raw[:7], raw[7:]]) == ["é"]
 
 
 def test_sse_events_types_comments_multiline_and_missing_final_blank_line():
     lines = [": ping", "event: message", "data: {\"a\": 1}", "", "data: x", "data: y", "", "data: [DONE]"]
-    assert list(iter_sse(lines)) == [("message", '{"a": 1}'), ("message", "x\ny"), ("message", "[DONE]")]
+    assert read(["\n".join(lines).encode()]) == ['{"a": 1}', "x\ny", "[DONE]"]
 
 
 def test_sse_old_llamacpp_error_line_is_an_error_event():
-    assert list(iter_sse(['error: {"message": "boom"}', ""])) == [("error", '{"message": "boom"}')]
+    assert read([b'error: {"message": "boom"}\n\n']) == ['{"error": {"message": "boom"}}']
+
+
+def test_ndjson_skips_blank_lines():
+    assert read([b'{"a": 1}\n\n  \n{"b"', b': 2}'], "ndjson") == ['{"a": 1}', '{"b": 2}']
 
 
 # --- error translation -----------------------------------------------------------------------
@@ -135,10 +145,10 @@ def test_refused_connection_names_backend_url_and_what_to_check(closed_port):
 
 def test_read_timeout(fake):
     fake.slow("/completion", 1.5)
-    backend = create_backend("llamacpp", endpoint=fake.url, read_timeout=0.3)
+    backend = create_backend("llamacpp", endpoint=fake.url, first_token_timeout=0.2, read_timeout=0.3)
     with pytest.raises(BackendTimeoutError) as info:
         backend.complete("p", PARAMS)
-    assert "0.3s" in str(info.value) and "read_timeout" in str(info.value)
+    assert "0.3 s" in str(info.value) and "read_timeout" in str(info.value)
 
 
 def test_connect_timeout_is_its_own_message():
@@ -146,7 +156,7 @@ def test_connect_timeout_is_its_own_message():
         raise httpx.ConnectTimeout("timed out", request=request)
 
     backend = create_backend("vllm", model="m", connect_timeout=0.5, transport=httpx.MockTransport(refuse))
-    with pytest.raises(BackendTimeoutError, match="did not accept a connection within 0.5s"):
+    with pytest.raises(BackendTimeoutError, match="did not accept a connection within 0.5 s"):
         backend.complete("p", PARAMS)
 
 
@@ -291,14 +301,20 @@ def test_finished_stream_closes_the_response_after_done():
 
 
 def test_client_uses_explicit_connect_and_read_timeouts():
-    backend = create_backend("vllm", model="m", connect_timeout=1.5, read_timeout=42.0)
+    backend = create_backend("vllm", model="m", connect_timeout=1.5, first_token_timeout=9, read_timeout=42.0)
     timeout = backend.http._client.timeout
-    assert (timeout.connect, timeout.read) == (1.5, 42.0)
+    assert (timeout.connect, timeout.read) == (1.5, 42.0)  # the sync client: one read limit, the larger
+
+
+@pytest.mark.parametrize("setting", ["connect_timeout", "first_token_timeout", "read_timeout"])
+@pytest.mark.parametrize("seconds", [0, -1, float("nan")])
+def test_a_timeout_that_is_not_positive_is_refused(setting, seconds):
+    with pytest.raises(ConfigurationError, match=f"{setting} must be a number of seconds above 0"):
+        create_backend("llamacpp", **{setting: seconds})
 
 
 def test_http_client_builds_urls_from_the_normalised_base():
-    client = HTTPClient("vllm", "http://h:1/x", default_url="http://localhost:8000", headers={}, connect_timeout=1,
-                        read_timeout=1)
+    client = HTTPClient("vllm", "http://h:1/x", default_url="http://localhost:8000", headers={}, timeouts=Timeouts())
     assert client.url("/v1/models") == "http://h:1/x/v1/models"
     client.close()
 

@@ -104,7 +104,7 @@ def test_abort_failure_does_not_mask_the_close(fake, caplog):
     stream = KoboldCppBackend(fake.url).stream("p", PARAMS)
     next(stream)
     stream.close()
-    assert "could not abort" in caplog.text
+    assert "could not stop the abandoned koboldcpp generation" in caplog.text
 
 
 @pytest.mark.parametrize("status,body,words", [
