@@ -116,11 +116,12 @@ def serve(port: int, tokenizer: bool) -> None:
 class Connection:
     """One keep-alive HTTP/1.1 connection that posts the same body and reads whole responses."""
 
-    def __init__(self, port: int, body: bytes) -> None:
+    def __init__(self, port: int, body: bytes, api_key: str | None = None) -> None:
         self.port = port
+        auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self.request = (
             f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
+            f"{auth}Content-Length: {len(body)}\r\n\r\n"
         ).encode() + body
 
     async def open(self) -> None:

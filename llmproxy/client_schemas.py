@@ -16,6 +16,7 @@ import jsonschema
 from llmproxy._bounded_cache import MIB, bounded_cache
 from llmproxy.errors import InvalidRequestError
 from llmproxy.patterns import check_patterns
+from llmproxy.types import FunctionDefinition
 
 MAX_DEPTH = 64
 
@@ -29,10 +30,26 @@ def check_client_schema(schema: Any, where: str) -> None:
     _checked(key, where) if key is not None else _check_depth(schema, where)
 
 
+def check_tool_parameters(function: FunctionDefinition, where: str) -> None:
+    """``check_client_schema`` for a function's parameters, keyed on the definition's JSON, which the
+    request makes anyway (serialising the schema again for the key costs as much as the rest)."""
+    _checked_function(function.definition_json, where)
+
+
+@bounded_cache(8 * MIB)
+def _checked_function(definition_json: str, where: str) -> bool:
+    _check(json.loads(definition_json)["parameters"], where)
+    return True
+
+
 @bounded_cache(8 * MIB)
 def _checked(schema_json: str, where: str) -> bool:
     """The checks, once per schema: agents send the same tools every turn."""
-    schema = json.loads(schema_json)
+    _check(json.loads(schema_json), where)
+    return True
+
+
+def _check(schema: Any, where: str) -> None:
     _check_depth(schema, where)
     problem = _metaschema_problem(schema)
     if problem is not None:
@@ -40,7 +57,6 @@ def _checked(schema_json: str, where: str) -> bool:
         raise InvalidRequestError(f"invalid request: {where}{path}: not a valid JSON schema: {message}",
                                   param=f"{where}{path}")
     check_patterns(schema, where)
-    return True
 
 
 def _check_depth(schema: Any, where: str) -> None:

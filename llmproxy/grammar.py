@@ -84,14 +84,14 @@ def validate_grammar(text: str) -> None:
     """Raise GrammarError unless llama.cpp's grammar parser accepts ``text`` (root rule ``root``)."""
     if not text.strip() or "\0" in text:
         raise GrammarError("grammar is empty or contains a NUL character")
-    check_grammar_limits(text)  # llama.cpp's parser is recursive and eager: bound the text first
     _validate(text)
 
 
-@bounded_cache(16 * MIB)
+@bounded_cache(16 * MIB)  # generated grammars repeat request after request; only accepted ones are kept
 def _validate(text: str) -> None:
     import llama_cpp
 
+    check_grammar_limits(text)  # llama.cpp's parser is recursive and eager: bound the text first
     with _lock, _collected_log() as log:
         sampler = llama_cpp.llama_sampler_init_grammar(_vocab(), text.encode("utf-8"), b"root")
     if not sampler:

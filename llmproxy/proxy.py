@@ -21,7 +21,7 @@ from llmproxy import constraints
 from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import apply_heartbeat_rule, check_call, response_message, schema_problem
-from llmproxy.client_schemas import check_client_schema
+from llmproxy.client_schemas import check_client_schema, check_tool_parameters
 from llmproxy.constraints import Constraint, format_schema
 from llmproxy.errors import (
     ContextWindowExceededError,
@@ -103,7 +103,7 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False) ->
         _check_logprobs(request, route)
     functions = tuple(request.function_definitions())
     for index, function in enumerate(functions):
-        check_client_schema(function.parameters, f"tools[{index}].function.parameters")
+        check_tool_parameters(function, f"tools[{index}].function.parameters")
     if request.response_format is not None and request.response_format.json_schema:
         check_client_schema(request.response_format.json_schema.get("schema"), "response_format.json_schema.schema")
     choice = request.choice()

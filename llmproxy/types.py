@@ -7,9 +7,11 @@ responses answer in the form the request used (``AnswerForm``).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
+from functools import cached_property
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -36,6 +38,15 @@ class FunctionDefinition(_Model):
         if value.get("type", "object") != "object":
             raise ValueError("function parameters must be a JSON schema of type 'object'")
         return value
+
+    @cached_property
+    def definition_json(self) -> str:
+        """The definition as compact JSON, made once: the key of the caches that build from it
+        (grammars, the templates' views of the tools), read several times per request."""
+        try:
+            return self.model_dump_json(exclude_none=True)
+        except ValueError:  # a lone surrogate, which UTF-8 cannot hold: escaped (the prompt's check refuses it)
+            return json.dumps(self.model_dump(exclude_none=True), separators=(",", ":"))
 
 
 class Tool(_Model):

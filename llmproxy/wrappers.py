@@ -392,7 +392,7 @@ class Wrapper:
         context = {
             "system": system,
             "messages": [self._message_view(m) for m in history],
-            **_offered_views("\n".join(f.model_dump_json(exclude_none=True) for f in offered), reserved),
+            **_offered_views("\n".join(f.definition_json for f in offered), reserved),
             "call": shape.call,
             "inner_thoughts": "none",
             "first_message": first_message,
@@ -463,7 +463,8 @@ def _offered_views(definitions: str, reserved: tuple[str, ...]) -> dict[str, lis
     """The offered functions (one JSON object a line) as templates see them, neutralised: ``functions``
     (typed parameter lists) and ``tools`` (the definitions as JSON). Cached: agents offer the same
     functions every turn; the sandbox keeps templates from changing what they are given."""
-    offered = [FunctionDefinition.model_validate_json(line) for line in definitions.split("\n") if line]
+    # json.loads, not pydantic's parser: that refuses an escaped lone surrogate, which the prompt's check reports
+    offered = [FunctionDefinition.model_validate(json.loads(line)) for line in definitions.split("\n") if line]
     return {"functions": [function_view(f, reserved) for f in offered],
             "tools": [neutralise_json(f.model_dump(exclude_none=True), reserved) for f in offered]}
 

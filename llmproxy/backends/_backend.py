@@ -105,8 +105,7 @@ class HTTPBackend(Backend, AsyncBackend):
         headers = auth_headers(auth_type, auth_key)
         self.http = HTTPClient(self.name, self.endpoint, default_url=default, headers=headers, timeouts=timeouts,
                                transport=transport)
-        self.ahttp = AsyncHTTPClient(self.name, self.endpoint, default_url=default, headers=headers,
-                                     timeouts=timeouts, transport=transport)  # MockTransport serves both
+        self.ahttp = AsyncHTTPClient(self.name, self.endpoint, default_url=default, headers=headers, timeouts=timeouts)
 
     @classmethod
     def default_endpoint(cls) -> str:

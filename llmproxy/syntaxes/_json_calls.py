@@ -30,8 +30,8 @@ def definitions_key(shape: AnswerShape) -> str:
     if len(shape.definitions) > MAX_FUNCTIONS:
         raise GrammarError(f"too many functions for a grammar ({len(shape.definitions)} > {MAX_FUNCTIONS})")
     try:
-        return json.dumps([f.model_dump(exclude_none=True) for f in shape.definitions], ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
+        return "[" + ",".join(f.definition_json for f in shape.definitions) + "]"
+    except (TypeError, ValueError) as exc:  # a library caller's value that is not JSON
         raise GrammarError(f"function definitions are not JSON: {exc}") from None
 
 

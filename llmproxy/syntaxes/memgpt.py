@@ -27,6 +27,7 @@ from llmproxy._bounded_cache import MIB, bounded_cache
 from llmproxy._gbnf_schema import RuleSet, json_literal, key_value
 from llmproxy.errors import ConfigurationError, GrammarError, JSONRepairError, OutputParseError
 from llmproxy.repair import repair
+from llmproxy.syntaxes._json_calls import definitions_key
 from llmproxy.syntaxes._scanners import ThoughtsScanner
 from llmproxy.syntaxes.base import Answer, AnswerShape, Call, CallMode, CallSyntax, Grammar, Scanner, TurnText
 from llmproxy.types import FunctionCall, FunctionDefinition
@@ -117,10 +118,7 @@ class MemGPTSyntax(CallSyntax):
     # --- constraints --------------------------------------------------------------------------
 
     def grammar(self, shape: AnswerShape) -> Grammar:
-        try:  # the cache key, in the functions' own order: property order is part of the grammar
-            definitions = json.dumps([f.model_dump(exclude_none=True) for f in shape.definitions], ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise GrammarError(f"function definitions are not JSON: {exc}") from None
+        definitions = definitions_key(shape)
         optional = shape.call == "optional" and self.inner_thoughts == "top"
         return Grammar(_grammar(definitions, self.inner_thoughts, shape.stage, shape.forced, optional))
 
