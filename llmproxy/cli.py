@@ -43,7 +43,7 @@ def serve(
         "--config", envvar="LLMPROXY_CONFIG", show_default=False,
         help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
              "wrapper, grammar, context_window, settings, auth_type, auth_key, max_running, max_queue, retries, "
-             "connect_timeout, first_token_timeout, read_timeout (and "
+             "connect_timeout, first_token_timeout, read_timeout, fallbacks (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections; "
              "flags win). A request's model picks one; naming none picks default_model, else the first; an "
@@ -149,7 +149,7 @@ def serve(
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}
     try:
-        server, routes, limits = serving(config, {k: v for k, v in flags.items() if v is not None})
+        server, routes, limits, fallbacks = serving(config, {k: v for k, v in flags.items() if v is not None})
     except ConfigurationError as exc:
         raise _fail(exc.message) from None
     listen_host, listen_port = host or server.host, port or server.port
@@ -159,7 +159,7 @@ def serve(
     server_app = create_app(routes, default_model=server.default_model, api_key=api_key,
                             max_body_bytes=server.max_body_bytes,
                             allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
-                            cors_origins=cors_origin or server.cors_origins, limits=limits)
+                            cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks)
     for name, route in routes.items():
         log.info("model %r: backend %s, wrapper %s, grammar %s, context %d tokens", name, route.backend.name,
                  route.wrapper.name, route.grammar, route.context_window)

@@ -211,10 +211,15 @@ class BackendConnectionError(BackendError):
 
 
 class BackendTimeoutError(BackendError):
-    """The backend took longer than the configured timeout."""
+    """The backend took longer than the configured timeout; ``setting`` names it (``connect_timeout``,
+    ``first_token_timeout``, ``read_timeout``; ``probe`` for a health check's own limit)."""
 
     status_code = 504
     code = "backend_timeout"
+
+    def __init__(self, message: str, *, backend: str, url: str | None = None, setting: str = "read_timeout") -> None:
+        super().__init__(message, backend=backend, url=url)
+        self.setting = setting
 
 
 class BackendHTTPError(BackendError):

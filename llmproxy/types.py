@@ -285,6 +285,14 @@ class ProxyInfo(_Model):
     usage_estimated: bool = False
     raw_output: str = ""  # of the last generation
     attempts: int = 1  # generations it took: more than one when an unusable answer got a second chance
+    fallbacks: list[Fallback] = Field(default_factory=list)  # the server's models tried first, in order
+
+
+class Fallback(_Model):
+    """A model the server tried before the one that answered (its backend down, busy or silent)."""
+
+    model: str
+    error: str  # the error code it failed with
 
 
 # Ids only need to be unique, not secret: a generator seeded once from the OS costs no system call

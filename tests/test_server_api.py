@@ -391,7 +391,7 @@ def test_one_log_line_per_request(client, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name == "llmproxy.server"]
     assert len(lines) == 3
     assert re.fullmatch(r"chat\.completions id=req_[0-9a-f]{32} model=llama backend=llamacpp stream=no status=200 "
-                        r"tokens=\d+\+\d+ repairs=\S+ grammar=generated attempts=1 \d+ms", lines[0]), lines[0]
+                        r"tokens=\d+\+\d+ repairs=\S+ grammar=generated attempts=1 fallbacks=- \d+ms", lines[0]), lines[0]
     assert "stream=yes status=200" in lines[1] and "grammar=generated" in lines[1]
     assert "model=- backend=- stream=no status=404 error=model_not_found" in lines[2]
     assert len({line.split()[1] for line in lines}) == 3  # an id each

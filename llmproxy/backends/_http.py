@@ -338,7 +338,7 @@ class _Client:
                       f" {setting} in the model's config table, or backend_options={{'{setting}': ...}} in the"
                       " library) or check the server's log")
         return BackendTimeoutError(f"{self.backend} at {url} {what} for {seconds:g} s ({setting}); {advice}",
-                                   backend=self.backend, url=url)
+                                   backend=self.backend, url=url, setting=setting)
 
     def read_timed_out(self, url: str, timeout: float | None) -> BackendTimeoutError:
         """A read that outlasted the one read limit a client library knows (or a probe's own)."""
@@ -352,7 +352,7 @@ class _Client:
         return BackendTimeoutError(
             f"{self.backend} at {url} did not accept a connection within {self.timeouts.connect:g} s"
             " (connect_timeout); check the host and port, and that no firewall drops the packets",
-            backend=self.backend, url=url,
+            backend=self.backend, url=url, setting="connect_timeout",
         )
 
     def refused(self, url: str, exc: Exception) -> BackendConnectionError:

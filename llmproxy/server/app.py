@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -25,11 +25,13 @@ from llmproxy import __version__
 from llmproxy.backends.base import ProbeResult
 from llmproxy.errors import LLMProxyError, OverloadedError, invalid_request
 from llmproxy.route import Route
-from llmproxy.server.config import DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, route_limits
+from llmproxy.server.config import DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_fallbacks, route_limits
 from llmproxy.server.connections import reserve_descriptors, uvicorn_options
 from llmproxy.server.disconnects import Cancelled
 from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration
 from llmproxy.server.envelope import envelope
+from llmproxy.server.fallbacks import HEADER as FALLBACKS_HEADER
+from llmproxy.server.fallbacks import fallback_note, header_value, worth_falling_back
 from llmproxy.server.hosts import HostCheck
 from llmproxy.server.intake import Intake
 from llmproxy.server.lanes import Lane, lane_for
@@ -40,7 +42,7 @@ from llmproxy.server.request_ids import request_id, with_request_id
 from llmproxy.server.request_log import RequestLog, logger
 from llmproxy.server.responses import answer, stream
 from llmproxy.server.text_completions import CompletionRequest
-from llmproxy.types import ChatRequest
+from llmproxy.types import ChatRequest, Fallback
 
 HEALTH_TIMEOUT = 5.0  # seconds /health waits for a backend before it reports it down
 
@@ -50,9 +52,12 @@ class Service:
 
     Models that share a backend share its lane, with the first one's limits."""
 
-    def __init__(self, models: Models, intake: Intake, limits: Mapping[str, RouteLimits]) -> None:
+    def __init__(self, models: Models, intake: Intake, limits: Mapping[str, RouteLimits],
+                 fallbacks: Mapping[str, Sequence[str]]) -> None:
+        check_fallbacks(fallbacks, list(models.routes))
         self.models = models
         self.intake = intake
+        self.fallbacks = fallbacks
         self.lanes: dict[int, Lane] = {}
         for name, route in models.routes.items():
             if id(route.backend) not in self.lanes:
@@ -62,9 +67,20 @@ class Service:
     def lane(self, route: Route) -> Lane:
         return self.lanes[id(route.backend)]
 
+    def fallback(self, asked: Route, tried: int) -> Route | None:
+        """The model to try after ``tried`` models failed for a request to ``asked``, if any is left."""
+        names = self.fallbacks.get(asked.name, ())
+        return self.models.routes[names[tried - 1]] if tried <= len(names) else None
+
     async def aclose(self) -> None:
         for lane in self.lanes.values():
             await lane.aclose()
+
+
+def with_fallbacks(response: Response, tried: Sequence[Fallback]) -> Response:
+    if tried:
+        response.headers[FALLBACKS_HEADER] = header_value(tried)
+    return response
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:
@@ -121,7 +137,8 @@ def _route_path(scope: Scope) -> str:
 
 def create_app(routes: dict[str, Route], *, default_model: str | None = None, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_hosts: Iterable[str] = (),
-               cors_origins: Iterable[str] = (), limits: Mapping[str, RouteLimits] | None = None) -> FastAPI:
+               cors_origins: Iterable[str] = (), limits: Mapping[str, RouteLimits] | None = None,
+               fallbacks: Mapping[str, Sequence[str]] | None = None) -> FastAPI:
     """The server for ``routes`` (model name -> route).
 
     ``default_model`` answers requests that name no model or one not in ``routes``; without it the
@@ -129,8 +146,10 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     ``allowed_hosts``: the names it answers to besides localhost and IP addresses (llmproxy.server.hosts).
     ``cors_origins``: the web origins whose pages may call it; none by default.
     ``limits``: how many requests each model runs and queues; by default its backend's (llmproxy.server.config).
+    ``fallbacks``: for a model, the others to try in order when it cannot take a request now
+    (llmproxy.server.fallbacks).
     """
-    service = Service(Models(routes, default_model), Intake(api_key, max_body_bytes), limits or {})
+    service = Service(Models(routes, default_model), Intake(api_key, max_body_bytes), limits or {}, fallbacks or {})
     app = _Server(HostCheck(allowed_hosts), title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
     app.state.service = service
@@ -140,19 +159,31 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     if origins:
         # Any header: OpenAI's JavaScript SDK sends its own x-stainless-* headers.
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
-                           allow_headers=["*"], expose_headers=["x-request-id", "retry-after"])
+                           allow_headers=["*"], expose_headers=["x-request-id", "retry-after", FALLBACKS_HEADER])
 
     async def generate(request: Request, kind: type[Generation]) -> Response:
         """Read the request, take it through its stages, answer; log one line however it ends."""
         log = RequestLog(kind.endpoint, request_id(request.scope), service.metrics.record)
+        tried: list[Fallback] = []
         try:
             service.intake.authorize(request)
             generation = kind.read(await service.intake.json_body(request), service.models)
-            log.serving(generation.route, generation.stream)
-            lane = service.lane(generation.route)
-            if generation.stream:
-                return await stream(request, lane, generation, log)  # the stream writes the log line
-            response = await answer(request, lane, generation, log)
+            asked = generation.route
+            while True:
+                log.serving(generation.route, generation.stream)
+                try:
+                    if generation.stream:  # the stream writes the log line
+                        return with_fallbacks(await stream(request, service.lane(generation.route), generation, log),
+                                              tried)
+                    response = await answer(request, service.lane(generation.route), generation, log)
+                    break
+                except Exception as exc:
+                    after = service.fallback(asked, len(tried) + 1) if worth_falling_back(exc) else None
+                    if after is None:
+                        raise
+                    tried.append(fallback_note(generation.route.name, exc))
+                    log.fell_back(tried[-1])
+                    generation = generation.on_route(after)
         except Cancelled:
             log.disconnected()
             log.emit()
@@ -160,10 +191,13 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         except Exception as exc:  # noqa: BLE001 - every failure is answered with an envelope
             log.failed(exc)
             log.emit()
-            return _error_response(exc, request)
+            return with_fallbacks(_error_response(exc, request), tried)
+        info = getattr(response, "llmproxy", None)
+        if info is not None:
+            info.fallbacks = tried
         log.answered(response)
         log.emit()
-        return _json(response)
+        return with_fallbacks(_json(response), tried)
 
     @app.post("/v1/chat/completions", tags=["OpenAI"], openapi_extra=_body_doc(ChatRequest))
     async def chat_completions(request: Request) -> Response:

@@ -34,6 +34,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     connect_timeout = 5           # seconds to connect to the backend (default 5)
     first_token_timeout = 300     # seconds to the answer's first token, the prompt read first (default 120)
     read_timeout = 60             # seconds between two pieces of the answer (default 30)
+    fallbacks = ["smol"]          # models to try in order when this one is down, busy or silent
 
 Which model answers a request: the one its ``model`` names. A file that sets no ``default_model``
 answers a request naming none with its first model, and one naming an unknown model with a 404
@@ -49,6 +50,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -90,6 +92,7 @@ class ModelConfig(_Strict):
     connect_timeout: float | None = Field(default=None, gt=0)
     first_token_timeout: float | None = Field(default=None, gt=0)
     read_timeout: float | None = Field(default=None, gt=0)
+    fallbacks: list[str] = Field(default_factory=list)  # served models to try instead (llmproxy.server.fallbacks)
 
 
 class ConnectionLimits(_Strict):
@@ -175,6 +178,19 @@ def model_route(name: str, model: ModelConfig) -> Route:
     return route
 
 
+def check_fallbacks(fallbacks: Mapping[str, Sequence[str]], served: Sequence[str]) -> None:
+    """Every fallback names another served model, once."""
+    for name, others in fallbacks.items():
+        for other in others:
+            if other == name:
+                raise ConfigurationError(f"model {name!r}: fallbacks name the model itself")
+            if other not in served:
+                raise ConfigurationError(f"model {name!r}: fallback {other!r} is not a served model"
+                                         f" ({', '.join(served)})")
+        if len(set(others)) != len(others):
+            raise ConfigurationError(f"model {name!r}: fallbacks name a model twice")
+
+
 @dataclass(frozen=True)
 class RouteLimits:
     """How many of a backend's requests run at once, and how many may wait (llmproxy.server.admission)."""
@@ -198,6 +214,7 @@ class Serving(NamedTuple):
     server: ServerConfig
     routes: dict[str, Route]
     limits: dict[str, RouteLimits]
+    fallbacks: dict[str, tuple[str, ...]]
 
 
 def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits]:
@@ -223,14 +240,21 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
             raise ConfigurationError(f"bad option: {exc.errors()[0]['msg']}") from None
         name = default_name(model)
         route, limits = _served(name, model)
-        return Serving(ServerConfig(default_model=name), {name: route}, {name: limits})
+        if model.fallbacks:
+            raise ConfigurationError("fallbacks name other models: define them in a config file (--config)")
+        return Serving(ServerConfig(default_model=name), {name: route}, {name: limits}, {})
     if flags:
         options = ", ".join("--" + key.replace("_", "-") for key in flags)
         raise ConfigurationError(
             f"{options} cannot be combined with a config file ({path}): the file defines the models"
         )
     config = load_config(path)
-    served = Serving(config.server, {}, {})
+    served = Serving(config.server, {}, {}, {name: tuple(model.fallbacks) for name, model in config.models.items()
+                                             if model.fallbacks})
+    try:
+        check_fallbacks(served.fallbacks, list(config.models))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"config file {path}, {exc.message}") from None
     for name, model in config.models.items():
         try:
             served.routes[name], served.limits[name] = _served(name, model)
@@ -241,5 +265,5 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
 
 def setup(path: Path | None, flags: dict[str, Any]) -> tuple[ServerConfig, dict[str, Route]]:
     """Server settings and routes, as ``serving`` finds them (for commands that do not serve)."""
-    server, routes, _ = serving(path, flags)
-    return server, routes
+    served = serving(path, flags)
+    return served.server, served.routes

@@ -54,6 +54,7 @@ class Generation(Protocol):
     def chunks(self) -> Chunks: ...
     def finish(self, completion: Completion, completion_count: TokenCount) -> BaseModel: ...
     def retry(self, error: OutputParseError) -> bool: ...  # True: draft again, told what was wrong
+    def on_route(self, route: Route) -> Generation: ...  # the same request, afresh, for another model
 
 
 class ChatGeneration:
@@ -67,6 +68,7 @@ class ChatGeneration:
 
     def __init__(self, request: ChatRequest, route: Route, *, first_message: bool = False) -> None:
         self.request = request
+        self.asked = request  # as the client sent it, before any second chance's note
         self.route = route
         self.stream = request.stream
         self.first_message = first_message
@@ -109,6 +111,9 @@ class ChatGeneration:
         self.attempts += 1
         return True
 
+    def on_route(self, route: Route) -> ChatGeneration:
+        return ChatGeneration(self.asked, route, first_message=self.first_message)
+
 
 class TextGeneration:
     """POST /v1/completions: the prompt goes to the backend as it is, optionally under a grammar."""
@@ -146,3 +151,6 @@ class TextGeneration:
 
     def retry(self, error: OutputParseError) -> bool:
         return False  # a raw completion is not checked, so never unusable
+
+    def on_route(self, route: Route) -> TextGeneration:
+        return TextGeneration(self.request, route)

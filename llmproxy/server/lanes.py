@@ -63,8 +63,8 @@ class Lane(abc.ABC):
         return generation.finish(completion, await self.count(completion.text))
 
     @abc.abstractmethod
-    async def generate(self, planned: Planned, watch: Watch) -> Completion:
-        """The whole generation, stopped once the client leaves."""
+    async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
+        """The whole generation, stopped once the client leaves; ``log`` is told when its first piece is in."""
 
     async def probe(self, seconds: float) -> ProbeResult:
         """What the backend says about itself, or that it is down if it says nothing within ``seconds``.
@@ -100,13 +100,16 @@ class LoopLane(Lane):
 
     backend: Any  # a Backend that is also an AsyncBackend
 
-    async def generate(self, planned: Planned, watch: Watch) -> Completion:
+    async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
         collector = Collector()
         async with watch.interruptible():  # a client that leaves cancels the wait for the backend at once
             if planned.params.logprobs is not None:  # reported with whole answers only
-                return await self.backend.acomplete(planned.prompt, planned.params)
+                completion = await self.backend.acomplete(planned.prompt, planned.params)
+                log.first_token()
+                return completion
             async with aclosing(await self.open(planned, watch)) as deltas:
                 async for delta in deltas:
+                    log.first_token()
                     collector.add(delta)
         return collector.completion()
 
@@ -142,8 +145,8 @@ class ThreadLane(Lane):
             return await self._in_thread(count_tokens, text, self.backend)
         return count_tokens(text)
 
-    async def generate(self, planned: Planned, watch: Watch) -> Completion:
-        return await self._in_thread(_generate, self.backend, planned, watch.cancelled)  # one thread hop
+    async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
+        return await self._in_thread(_generate, self.backend, planned, watch.cancelled, log)  # one thread hop
 
     async def open(self, planned: Planned, watch: Watch) -> Iterator[StreamDelta]:
         return await self._in_thread(_open, self.backend, planned, watch.cancelled)
@@ -195,17 +198,20 @@ def _close(deltas: Iterator[StreamDelta]) -> None:
         close()
 
 
-def _generate(backend: Backend, planned: Planned, cancelled: threading.Event) -> Completion:
+def _generate(backend: Backend, planned: Planned, cancelled: threading.Event, log: RequestLog) -> Completion:
     if planned.params.logprobs is not None:  # reported with whole answers only
         if cancelled.is_set():
             raise Cancelled()
-        return backend.complete(planned.prompt, planned.params)
+        completion = backend.complete(planned.prompt, planned.params)
+        log.first_token()
+        return completion
     collector = Collector()
     deltas = _open(backend, planned, cancelled)
     try:
         for delta in deltas:
             if cancelled.is_set():
                 raise Cancelled()
+            log.first_token()
             collector.add(delta)
     finally:
         _close(deltas)

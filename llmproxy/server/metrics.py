@@ -3,6 +3,12 @@
     llmproxy_requests_total{endpoint, model, status}           generation requests, as they ended
     llmproxy_errors_total{endpoint, model, error}              those that failed, by error code (or type)
     llmproxy_request_duration_seconds{endpoint, model}         how long each took, to its last byte
+    llmproxy_time_to_first_token_seconds{endpoint, model}      until the backend's first piece of answer
+    llmproxy_tokens_total{model, kind}                         prompt and completion tokens of answers
+    llmproxy_grammar_requests_total{model, grammar}            what constrained each generation (its label)
+    llmproxy_repairs_total{model, repair}                      repairs made to answers, by kind
+    llmproxy_retries_total{model}                              second chances given to unusable answers
+    llmproxy_fallbacks_total{model, error}                     models that could not take a request, and why
     llmproxy_queue_depth{model}, llmproxy_running_requests{model}  each backend lane, when scraped
 
 Each request is counted from its log line's record (llmproxy.server.request_log), so the two always
@@ -38,6 +44,19 @@ class Metrics:
                               ["endpoint", "model", "error"], registry=self.registry)
         self.duration = Histogram("llmproxy_request_duration_seconds", "Generation request time, to the last byte.",
                                   ["endpoint", "model"], buckets=DURATION_BUCKETS, registry=self.registry)
+        self.first_token = Histogram("llmproxy_time_to_first_token_seconds",
+                                     "Time until the backend's first piece of the answer.", ["endpoint", "model"],
+                                     buckets=DURATION_BUCKETS, registry=self.registry)
+        self.tokens = Counter("llmproxy_tokens", "Tokens of answered requests, by model and kind (prompt, completion).",
+                              ["model", "kind"], registry=self.registry)
+        self.grammars = Counter("llmproxy_grammar_requests", "Generations by what constrained them.",
+                                ["model", "grammar"], registry=self.registry)
+        self.repairs = Counter("llmproxy_repairs", "Repairs made to answers, by kind.", ["model", "repair"],
+                               registry=self.registry)
+        self.retries = Counter("llmproxy_retries", "Second chances given to unusable answers.", ["model"],
+                               registry=self.registry)
+        self.fallbacks = Counter("llmproxy_fallbacks", "Models that could not take a request, by error.",
+                                 ["model", "error"], registry=self.registry)
         self.registry.register(_Lanes(list(lanes)))
 
     def record(self, log: RequestLog) -> None:
@@ -46,6 +65,19 @@ class Metrics:
         if log.error:
             self.errors.labels(log.endpoint, model, log.error).inc()
         self.duration.labels(log.endpoint, model).observe(log.seconds)
+        if log.first_token_seconds is not None:
+            self.first_token.labels(log.endpoint, model).observe(log.first_token_seconds)
+        if log.prompt_tokens or log.completion_tokens:
+            self.tokens.labels(model, "prompt").inc(log.prompt_tokens)
+            self.tokens.labels(model, "completion").inc(log.completion_tokens)
+        if log.grammar is not None:
+            self.grammars.labels(model, log.grammar).inc()
+        for repair in log.repair_names:
+            self.repairs.labels(model, repair).inc()
+        if log.attempts > 1:
+            self.retries.labels(model).inc(log.attempts - 1)
+        for tried, error in log.fallbacks:
+            self.fallbacks.labels(tried, error).inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

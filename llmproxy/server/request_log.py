@@ -32,8 +32,12 @@ class RequestLog:
         self.error: str | None = None
         self.grammar: str | None = None
         self.tokens = "-"
+        self.prompt_tokens = self.completion_tokens = 0
+        self.first_token_seconds: float | None = None  # until the backend's first piece of the answer
         self.repairs = "-"
+        self.repair_names: list[str] = []
         self.attempts = 1  # generations: more than one when an unusable answer got a second chance
+        self.fallbacks: list[tuple[str, str]] = []  # (model, error) tried first (llmproxy.server.fallbacks)
         self._emitted = False
 
     def serving(self, route: Route, stream: bool) -> None:
@@ -46,13 +50,25 @@ class RequestLog:
     def raw_output(self, text: str) -> None:
         logger.debug("raw output from %s:\n%s", self.route.backend.name, text)
 
+    def first_token(self) -> None:
+        """The backend's first piece of the answer is in (the first only counts)."""
+        if self.first_token_seconds is None:
+            self.first_token_seconds = time.perf_counter() - self.started
+
     def answered(self, response: Any) -> None:
         usage = getattr(response, "usage", None)
         if usage is not None:
             self.tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}"
+            self.prompt_tokens, self.completion_tokens = usage.prompt_tokens, usage.completion_tokens
         info = getattr(response, "llmproxy", None)
         if info is not None and info.repairs:
             self.repairs = ",".join(info.repairs)
+            self.repair_names = list(info.repairs)
+
+    def fell_back(self, note: Any) -> None:
+        self.fallbacks.append((note.model, note.error))
+        logger.warning("model %s could not take request %s (%s); trying its fallback", note.model, self.request_id,
+                       note.error)
 
     def retried(self, exc: BaseException) -> None:
         self.attempts += 1
@@ -73,9 +89,9 @@ class RequestLog:
         outcome = f"status={self.status}" + (f" error={self.error}" if self.error else "")
         model, backend = (self.route.name, self.route.backend.name) if self.route else ("-", "-")
         logger.info(
-            "%s id=%s model=%s backend=%s stream=%s %s tokens=%s repairs=%s grammar=%s attempts=%d %.0fms",
-            self.endpoint, self.request_id, model, backend, "yes" if self.stream else "no",
-            outcome, self.tokens, self.repairs, self.grammar or "-", self.attempts, self.seconds * 1000,
+            "%s id=%s model=%s backend=%s stream=%s %s tokens=%s repairs=%s grammar=%s attempts=%d fallbacks=%s %.0fms",
+            self.endpoint, self.request_id, model, backend, "yes" if self.stream else "no", outcome, self.tokens,
+            self.repairs, self.grammar or "-", self.attempts, ",".join(model for model, _ in self.fallbacks) or "-", self.seconds * 1000,
         )
         if self.on_end is not None:
             self.on_end(self)

@@ -33,7 +33,7 @@ async def answer(request: Request, lane: Lane, generation: Generation, log: Requ
         try:
             while True:
                 planned = await lane.plan(generation, log)
-                completion = await lane.generate(planned, watch)
+                completion = await lane.generate(planned, watch, log)
                 try:
                     return await lane.finish(generation, completion, log)  # may count with the backend: admitted
                 except OutputParseError as exc:
@@ -89,6 +89,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             chunks = generation.chunks()
             deltas = await lane.open(planned, watch)
             first = await lane.next(deltas)
+            log.first_token()
     except BaseException:
         with anyio.CancelScope(shield=True):
             await release()
