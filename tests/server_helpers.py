@@ -102,7 +102,8 @@ class FakeLlamaCpp:
     last event ``stop: true`` with the counts, no ``[DONE]``), /tokenize, /health and /props.
 
     Streams unless the request says ``stream: false`` (logprobs), as llmproxy asks. ``mode`` picks a failure: "ok", "http500", "garbage", "hang" (sleeps past the client's read
-    timeout), "truncate" (ends the stream without its final event), "error_event" (an error mid-stream).
+    timeout), "stall" (silent for ``hang_seconds`` mid-stream), "truncate" (ends the stream without its final
+    event), "error_event" (an error mid-stream).
     """
 
     def __init__(self, httpserver) -> None:
@@ -111,6 +112,7 @@ class FakeLlamaCpp:
         self.call = "send_message"
         self.mode = "ok"
         self.hang_seconds = 3.0
+        self.pace = 0.0  # seconds between events, as a model generates (llmproxy reads what arrives together as one)
         self.bodies: list[dict[str, Any]] = []
         httpserver.expect_request("/completion", method="POST").respond_with_handler(self._completion)
         httpserver.expect_request("/tokenize", method="POST").respond_with_handler(self._tokenize)
@@ -148,11 +150,14 @@ class FakeLlamaCpp:
     def _events(self, text: str, prompt_tokens: int) -> Iterator[str]:
         parts = pieces(text)
         for index, part in enumerate(parts):
+            if index == len(parts) // 2 and self.mode == "stall":
+                time.sleep(self.hang_seconds)  # silent mid-stream, the connection kept open
             if index == len(parts) // 2 and self.mode in ("truncate", "error_event"):
                 if self.mode == "error_event":
                     error = {"code": 500, "message": "out of memory", "type": "server_error"}
                     yield "data: " + json.dumps({"error": error}) + "\n\n"
                 return
+            time.sleep(self.pace)
             yield "data: " + json.dumps({"content": part, "stop": False, "tokens_predicted": index + 1}) + "\n\n"
         final = {"content": "", "stop": True, "stop_type": "eos", "tokens_evaluated": prompt_tokens,
                  "tokens_predicted": len(parts), "truncated": False}

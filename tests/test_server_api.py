@@ -40,7 +40,7 @@ def llama():
 
 @pytest.fixture(autouse=True)
 def _reset(llama):
-    llama.mode, llama.call = "ok", "send_message"
+    llama.mode, llama.call, llama.pace = "ok", "send_message", 0.0
     llama.bodies.clear()
 
 
@@ -181,7 +181,8 @@ def test_model_omitted_uses_the_first_route(server, llama):
 # --- streamed ----------------------------------------------------------------------------------
 
 
-def test_stream_tools_thoughts_first_then_exact_arguments(client):
+def test_stream_tools_thoughts_first_then_exact_arguments(client, llama):
+    llama.pace = 0.02  # tokens a little apart, as a model writes them
     chunks = list(client.chat.completions.create(model="llama", messages=HI, tools=MEMGPT_TOOLS, stream=True,
                                                  stream_options={"include_usage": True}))
     deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
@@ -390,7 +391,7 @@ def test_one_log_line_per_request(client, caplog):
             client.chat.completions.create(model="nope", messages=HI)
     lines = [r.getMessage() for r in caplog.records if r.name == "llmproxy.server"]
     assert len(lines) == 3
-    assert re.fullmatch(r"chat\.completions id=req_[0-9a-f]{32} model=llama backend=llamacpp stream=no status=200 "
+    assert re.fullmatch(r"chat\.completions id=req_[0-9a-f]{24} model=llama backend=llamacpp stream=no status=200 "
                         r"tokens=\d+\+\d+ repairs=\S+ grammar=generated attempts=1 fallbacks=- \d+ms", lines[0]), lines[0]
     assert "stream=yes status=200" in lines[1] and "grammar=generated" in lines[1]
     assert "model=- backend=- stream=no status=404 error=model_not_found" in lines[2]

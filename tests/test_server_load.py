@@ -19,6 +19,7 @@ from server_helpers import MEMGPT_TOOLS, InstantBackend, fake_llamacpp, route, r
 
 from llmproxy.backends.base import Capabilities, ProbeResult
 from llmproxy.server import app as app_module
+from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.server.config import RouteLimits
 
 HI = [{"role": "user", "content": "hi"}]
@@ -196,11 +197,11 @@ def test_every_response_has_a_request_id_and_its_log_line_the_same(instant_serve
         with pytest.raises(openai.BadRequestError) as refused:
             client.chat.completions.create(model="instant", messages=[{"role": "wizard", "content": "hi"}])
     ids = [answer.headers["x-request-id"], streamed_id, refused.value.response.headers["x-request-id"]]
-    assert all(re.fullmatch(r"req_[0-9a-f]{32}", id_) for id_ in ids) and len(set(ids)) == 3
+    assert all(re.fullmatch(r"req_[0-9a-f]{24}", id_) for id_ in ids) and len(set(ids)) == 3
     assert refused.value.request_id == ids[2]  # what the SDK shows for a failed request
     assert logged_ids(caplog) == ids
     for path in ("/models", "/nowhere"):
-        assert re.fullmatch(r"req_[0-9a-f]{32}", httpx.get(instant_server.base_url + path).headers["x-request-id"])
+        assert re.fullmatch(r"req_[0-9a-f]{24}", httpx.get(instant_server.base_url + path).headers["x-request-id"])
 
 
 @pytest.mark.parametrize("sent, echoed", [
@@ -217,7 +218,7 @@ def test_a_clients_own_request_id_is_echoed_when_sane(instant_server, caplog, se
         response = httpx.post(instant_server.base_url + "/chat/completions", json=body, headers={"X-Request-ID": sent})
     assert response.status_code == 200
     returned = response.headers["x-request-id"]
-    assert (returned == sent) if echoed else re.fullmatch(r"req_[0-9a-f]{32}", returned)
+    assert (returned == sent) if echoed else re.fullmatch(r"req_[0-9a-f]{24}", returned)
     assert logged_ids(caplog) == [returned]
 
 
@@ -225,9 +226,10 @@ def test_a_clients_own_request_id_is_echoed_when_sane(instant_server, caplog, se
 
 
 def test_a_hung_backend_holds_only_its_own_routes_capacity():
-    """40 requests to a llama.cpp server that hangs, their clients gone after 3 s: each holds a
-    worker thread until the backend answers. A healthy route still answers at once (anyio's shared
-    pool has 40 threads: were they drawn from it, it would wait for the hung ones)."""
+    """40 requests to a llama.cpp server that hangs, their clients gone after 3 s: each holds only its
+    place in its own route (no thread: the backend is awaited on the event loop), and a healthy route
+    still answers at once. Once their clients leave, their places and backend connections are let go
+    at once, not when the backend would have answered (6 s)."""
     with fake_llamacpp() as llama:
         llama.mode, llama.hang_seconds = "hang", 6.0
         routes = {"hung": route(llama.backend(), "hung"), "healthy": route(InstantBackend(), "healthy")}
@@ -244,9 +246,43 @@ def test_a_hung_backend_holds_only_its_own_routes_capacity():
             assert time.monotonic() - started < 1.0
             assert queue_full(chat(proxy, "hung", timeout=5))  # its own capacity is full
             results = background.join()
+            left = time.monotonic()
+            metrics = proxy.base_url.removesuffix("/v1") + "/metrics"
+            wait_for(lambda: 'llmproxy_running_requests{model="hung"} 0.0' in httpx.get(metrics).text, 2)
+            assert time.monotonic() - left < 1.5  # the hung backend would answer 3 s later
     assert answer.choices[0].message.tool_calls[0].function.name == "send_message" and streamed
     assert health.status_code == 200
     assert all(isinstance(result, httpx.ReadTimeout) for result in results)
+
+
+def test_streams_cut_while_their_backend_is_silent_let_go_of_it_at_once():
+    """8 streams whose llama.cpp server goes silent mid-answer; their clients leave after the first
+    chunks. Each request's place and upstream connection are released at once, and a stream nobody
+    leaves is cut by read_timeout rather than held."""
+    with fake_llamacpp() as llama:
+        llama.mode, llama.hang_seconds = "stall", 4.0
+        backend = LlamaCppBackend(llama.url, context_window=4096, read_timeout=1.0)
+        with running({"stalls": route(backend, "stalls")}) as proxy:
+            metrics = proxy.base_url.removesuffix("/v1") + "/metrics"
+
+            def leave_after_first_chunks() -> None:
+                with httpx.stream("POST", f"{proxy.base_url}/chat/completions", timeout=10,
+                                  json={"model": "stalls", "messages": HI, "tools": MEMGPT_TOOLS,
+                                        "stream": True}) as response:
+                    next(response.iter_lines())
+
+            background = Background()
+            for _ in range(8):
+                background.send(leave_after_first_chunks)
+            background.join()
+            left = time.monotonic()
+            wait_for(lambda: 'llmproxy_running_requests{model="stalls"} 0.0' in httpx.get(metrics).text, 3)
+            assert time.monotonic() - left < 1.0  # not when the backend speaks again (4 s)
+
+            started = time.monotonic()
+            stayed = chat(proxy, "stalls", stream=True, timeout=10)
+            assert 0.9 < time.monotonic() - started < 3.0
+            assert '"code":"backend_timeout"' in stayed.text and "read_timeout" in stayed.text
 
 
 def queue_full(response: httpx.Response) -> bool:

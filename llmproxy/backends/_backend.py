@@ -3,13 +3,14 @@ convention, grammar-field handling, the token-count cache, discovery, and a prob
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, contextmanager
 from typing import Any, ClassVar
 
-import anyio
 import httpx
 
 from llmproxy.backends._http import (
@@ -54,6 +55,8 @@ def not_up_yet(error: LLMProxyError) -> bool:
 
 
 REDISCOVER_AFTER = 5.0  # seconds the server's requests skip asking a backend that was not up again
+# Where the server's discoveries run: one per backend at a time, so a few threads serve every backend.
+_DISCOVERY = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmproxy-discovery")
 
 
 class HTTPBackend(Backend, AsyncBackend):
@@ -93,7 +96,7 @@ class HTTPBackend(Backend, AsyncBackend):
         self.configured_context_window = context_window  # sent to servers that take it per request
         self._discovered: ProbeResult | None = None  # the server's first answer, once there is one
         self._discovery_lock = threading.Lock()
-        self._discovery_turn: anyio.Lock | None = None  # the server's: one discovery at a time, off the loop
+        self._pending_discovery: Future[ProbeResult] | None = None  # the server's, off its event loop
         self._last_discovery = -REDISCOVER_AFTER
         self._tokenizer_missing = False
         self._token_counts = PrefixTokenCache()
@@ -131,16 +134,21 @@ class HTTPBackend(Backend, AsyncBackend):
             return found
 
     async def _discover_off_loop(self) -> None:
-        """``discover`` for the server: in a worker thread, one at a time, and not again within
-        REDISCOVER_AFTER seconds of finding the server down (its requests then report why themselves)."""
-        if self._discovered is not None or time.monotonic() - self._last_discovery < REDISCOVER_AFTER:
+        """``discover`` for the server: one at a time, in a small pool of its own, waited for no longer
+        than a first token (a hung server must not hold requests for the probe's own 10 s), and not
+        again within REDISCOVER_AFTER seconds of finding the server down (its requests then say why)."""
+        if self._discovered is not None:
             return
-        if self._discovery_turn is None:
-            self._discovery_turn = anyio.Lock()
-        async with self._discovery_turn:
-            if self._discovered is None and time.monotonic() - self._last_discovery >= REDISCOVER_AFTER:
-                await anyio.to_thread.run_sync(self.discover, abandon_on_cancel=True)
-                self._last_discovery = time.monotonic()
+        pending = self._pending_discovery
+        if pending is None or pending.done():
+            if time.monotonic() - self._last_discovery < REDISCOVER_AFTER:
+                return
+            self._last_discovery = time.monotonic()
+            pending = self._pending_discovery = _DISCOVERY.submit(self.discover)
+        try:  # shielded: a request that stops waiting leaves the probe to the others and to its own limit
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending)), self.ahttp.timeouts.first_token)
+        except TimeoutError:
+            pass
 
     def _learn(self, found: ProbeResult) -> None:
         """Take what the server said as plain values (subclasses add what their requests need)."""
@@ -240,7 +248,7 @@ class HTTPBackend(Backend, AsyncBackend):
             if cached is not None:
                 return cached
             prefix, prefix_count = self._token_counts.longest_prefix(text)
-            total = prefix_count + await self.ahttp.post(self.count_exchange(text[len(prefix):]))
+            total = prefix_count + await self.ahttp.answer(self.count_exchange(text[len(prefix):]))
             self._token_counts.put(text, total)
             return total
         return None

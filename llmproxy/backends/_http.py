@@ -228,6 +228,12 @@ class Relay:
             self.completion_tokens = delta.completion_tokens
         return StreamDelta(delta.text) if delta.text else None
 
+    def text(self, payloads: list[str]) -> str:
+        """The text of the payloads that arrived together: one delta for them all, not one each (a
+        fast server's tokens come several to a network read; each delta costs every reader a step)."""
+        pieces = [delta.text for delta in map(self.take, payloads) if delta is not None]
+        return pieces[0] if len(pieces) == 1 else "".join(pieces)
+
     def end(self) -> StreamDelta:
         if self.finish is None and not self.done:
             raise BackendProtocolError(
@@ -416,16 +422,14 @@ class HTTPClient(_Client):
                     response.read()
                     self._check_status(url, response.status_code, response.text, response.reason_phrase)
                 for chunk in response.iter_bytes():
-                    for data in reader.feed(chunk):
-                        delta = relay.take(data)
-                        if delta is not None:
-                            yield delta
+                    text = relay.text(reader.feed(chunk))
+                    if text:
+                        yield StreamDelta(text)
                     if relay.done:
                         break
-                for data in reader.end():
-                    delta = relay.take(data)
-                    if delta is not None:
-                        yield delta
+                text = relay.text(reader.end())
+                if text:
+                    yield StreamDelta(text)
         except GeneratorExit:
             if exchange.abandoned is not None:
                 self._abandon(exchange.abandoned)
@@ -524,10 +528,9 @@ class AsyncHTTPClient(_Client):
                             "first_token_timeout" if first else "read_timeout",
                             "sent no first token" if first else "sent nothing more")
                         payloads = reader.end() if chunk is None else reader.feed(chunk)
-                        for data in payloads:
-                            delta = relay.take(data)
-                            if delta is not None:
-                                yield delta
+                        text = relay.text(payloads)
+                        if text:
+                            yield StreamDelta(text)
                         if chunk is None:
                             break
                 finally:

@@ -8,9 +8,10 @@ lines) is replaced by a fresh ``req_...`` id, like OpenAI's.
 from __future__ import annotations
 
 import re
-import uuid
 
 from starlette.types import Message, Scope, Send
+
+from llmproxy.types import new_id
 
 HEADER = b"x-request-id"
 _SANE = re.compile(rb"[\w.:/+=@-]{1,128}", re.ASCII)
@@ -24,7 +25,7 @@ def request_id(scope: Scope) -> str:
 def with_request_id(scope: Scope, send: Send) -> Send:
     """Give the request in ``scope`` its id, and ``send`` wrapped to put it on the response."""
     sent = next((value for key, value in scope["headers"] if key == HEADER), None)
-    value = sent if sent is not None and _SANE.fullmatch(sent) else f"req_{uuid.uuid4().hex}".encode()
+    value = sent if sent is not None and _SANE.fullmatch(sent) else new_id("req", "_").encode()
     scope.setdefault("state", {})["request_id"] = value.decode()
 
     async def send_with_id(message: Message) -> None:

@@ -87,8 +87,9 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             slot = await watch.enter(lane.admission)
             planned = await lane.plan(generation, log)
             chunks = generation.chunks()
-            deltas = await lane.open(planned, watch)
-            first = await lane.next(deltas)
+            async with watch.interruptible():  # a client that leaves before the first token stops the wait
+                deltas = await lane.open(planned, watch)
+                first = await lane.next(deltas)
             log.first_token()
     except BaseException:
         with anyio.CancelScope(shield=True):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 import httpx
 import pytest
@@ -367,3 +369,19 @@ def test_a_probe_bounds_the_read_but_keeps_the_configured_connect_timeout():
 
     create_backend("webui", connect_timeout=1.5, read_timeout=600, transport=httpx.MockTransport(answer)).probe()
     assert seen[0]["connect"] == 1.5 and seen[0]["read"] == PROBE_TIMEOUT
+
+
+def test_the_servers_discovery_of_a_hung_backend_is_one_probe_waited_for_a_first_token_at_most(fake):
+    fake.slow("/health", 2.0, method="GET")  # a server that accepts connections and says nothing
+    backend = create_backend("llamacpp", endpoint=fake.url, first_token_timeout=0.3)
+
+    async def twenty_requests_discover():
+        started = time.monotonic()
+        await asyncio.gather(*(backend._discover_off_loop() for _ in range(20)))
+        waited = time.monotonic() - started
+        await backend._discover_off_loop()  # just after: not asked again so soon
+        return waited
+
+    waited = asyncio.run(twenty_requests_discover())
+    assert 0.25 < waited < 1.0
+    assert fake.paths.count("/health") == 1
