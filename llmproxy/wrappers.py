@@ -360,6 +360,7 @@ class Wrapper:
     def __init__(self, spec: WrapperSpec, template: jinja2.Template) -> None:
         self.spec = spec
         self._template = template
+        self._views = bounded_cache(16 * MIB)(self._build_view)
 
     @property
     def name(self) -> str:
@@ -421,30 +422,37 @@ class Wrapper:
         return "\n".join(part.strip() for part in system_parts), list(messages[index:])
 
     def _message_view(self, message: Message) -> dict[str, Any]:
+        calls = tuple((c.name, c.arguments) for c in message.calls()) if isinstance(message, AssistantMessage) else ()
+        return self._views(type(message), message.role, content_text(message.content) or "",
+                           getattr(message, "name", None), calls)
+
+    def _build_view(self, kind: type, role: str, text: str, name: str | None,
+                    calls: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+        """A message's view from what it holds (``_views`` caches it: agents resend their history
+        every turn, and templates cannot change what they are given)."""
         clean = lambda text: neutralise(text, self.spec.reserved)  # noqa: E731
-        text = content_text(message.content) or ""
-        if isinstance(message, SystemMessage):
+        if kind is SystemMessage:
             return _message_view("system", text.strip())
-        if isinstance(message, (ToolMessage, FunctionMessage)):
+        if kind in (ToolMessage, FunctionMessage):
             shown = clean(_pretty(text, JSON_INDENT).strip())
-            return _message_view(message.role, shown, name=getattr(message, "name", None))
-        if isinstance(message, UserMessage):
+            return _message_view(role, shown, name=name)
+        if kind is UserMessage:
             shown = _pretty(text, JSON_INDENT)
             parsed = _json_or_none(text)
             is_event = isinstance(parsed, dict)
             event = parsed.get("type") if is_event and isinstance(parsed.get("type"), str) else None
             simple = parsed["message"] if is_event and isinstance(parsed.get("message"), str) else shown
-            return _message_view("user", clean(shown.strip()), clean(simple.strip()), _role_name(message.name), event)
-        assert isinstance(message, AssistantMessage)
+            return _message_view("user", clean(shown.strip()), clean(simple.strip()), _role_name(name), event)
+        assert kind is AssistantMessage
         syntax = self.spec.syntax
         if syntax is None:
-            return _message_view("assistant", clean(text.strip()), name=_role_name(message.name))
+            return _message_view("assistant", clean(text.strip()), name=_role_name(name))
         # The client's text is neutralised before the syntax writes it: the syntax's own markers
         # (<tool_call>, [TOOL_CALLS]...) are reserved words too, and must stay intact.
-        calls = [FunctionCall(name=clean(c.name), arguments=_neutral_arguments(c.arguments, self.spec.reserved))
-                 for c in message.calls()]
-        turn = syntax.render_turn(clean(text), calls)
-        return _message_view("assistant", turn.text.strip(), name=_role_name(message.name), calls=turn.calls)
+        neutral = [FunctionCall(name=clean(call), arguments=_neutral_arguments(arguments, self.spec.reserved))
+                   for call, arguments in calls]
+        turn = syntax.render_turn(clean(text), neutral)
+        return _message_view("assistant", turn.text.strip(), name=_role_name(name), calls=turn.calls)
 
 
 @bounded_cache(16 * MIB)

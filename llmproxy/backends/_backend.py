@@ -134,9 +134,10 @@ class HTTPBackend(Backend, AsyncBackend):
             return found
 
     async def _discover_off_loop(self) -> None:
-        """``discover`` for the server: one at a time, in a small pool of its own, waited for no longer
-        than a first token (a hung server must not hold requests for the probe's own 10 s), and not
-        again within REDISCOVER_AFTER seconds of finding the server down (its requests then say why)."""
+        """``discover`` for the server: one at a time, in a small pool of its own; requests wait for it
+        until a first token's time after it began, no longer (a hung server must not hold them for the
+        probe's own 10 s), and it is not tried again within REDISCOVER_AFTER seconds of the last try
+        (a server that is down: its requests then say why)."""
         if self._discovered is not None:
             return
         pending = self._pending_discovery
@@ -145,8 +146,11 @@ class HTTPBackend(Backend, AsyncBackend):
                 return
             self._last_discovery = time.monotonic()
             pending = self._pending_discovery = _DISCOVERY.submit(self.discover)
+        left = self._last_discovery + self.ahttp.timeouts.first_token - time.monotonic()
+        if left <= 0:
+            return
         try:  # shielded: a request that stops waiting leaves the probe to the others and to its own limit
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending)), self.ahttp.timeouts.first_token)
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(pending)), left)
         except TimeoutError:
             pass
 

@@ -2,8 +2,10 @@
 
     app.py               the FastAPI app: endpoints, the fast path for generation POSTs, ``run``
     endpoints.py         one class per generation endpoint, in the stages draft -> plan -> finish
-    lanes.py             how each backend is called: its own worker threads, token counting, probes
+    lanes.py             how each backend is called: on the event loop (HTTP) or its own worker threads
+                         (embedded); token counting, probes
     admission.py         how many requests a backend runs and queues; 429 with Retry-After past them
+    fallbacks.py         which failures hand a request to a model's fallbacks, and how the answer says so
     responses.py         answering at once or as a server-sent event stream
     disconnects.py       stopping the work for a client that went away
     chunks.py            stream chunk builders (chat and text) and server-sent event framing
