@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from llmproxy._data import user_config_dir
 from llmproxy.backends import BACKEND_NAMES, backend_class
 from llmproxy.backends.base import GenerationParams
 from llmproxy.errors import ConfigurationError
@@ -35,7 +36,7 @@ def user_settings_path() -> Path:
     override = os.environ.get(USER_SETTINGS_ENV)
     if override:
         return Path(override).expanduser()
-    return Path.home() / ".config" / "llmproxy" / "settings.json"
+    return user_config_dir() / "settings.json"  # beside the user's wrappers and grammars
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -293,6 +293,23 @@ def test_response_format_as_json_schema_for_schema_backends(client, schema_backe
     assert schema_backend.params.json_schema == {"type": "object"}
 
 
+def test_tool_schema_keywords_reach_a_schema_backend_as_they_are(client, schema_backend):
+    keywords = {"type": "object", "required": ["level", "code"], "properties": {
+        "level": {"type": "integer", "minimum": 0, "maximum": 100},
+        "code": {"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[A-Z]+$"},
+        "when": {"type": "string", "format": "date"},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 1, "maxItems": 2}}}
+    tool = {"type": "function", "function": {"name": "set_level", "parameters": keywords}}
+    with pytest.raises(openai.APIStatusError):  # the fake answers with a send_message call: not offered
+        client.chat.completions.create(model="schema", messages=HI, tools=[tool], tool_choice="required")
+    sent = schema_backend.params.json_schema
+    (variant,) = sent["anyOf"] if "anyOf" in sent else [sent]
+    params = variant["properties"]["params"]  # chatml puts the inner thoughts in them too
+    assert {name: rule for name, rule in params["properties"].items() if name != "inner_thoughts"} == \
+        keywords["properties"]  # every keyword, for the backend to constrain with
+    assert set(keywords["required"]) <= set(params["required"])
+
+
 def test_response_format_a_backend_cannot_constrain_is_still_checked(client):
     # The backend takes no grammar or schema: its answer is repaired and checked (here: prose, refused).
     with pytest.raises(openai.UnprocessableEntityError, match="not the JSON the response_format asks for"):

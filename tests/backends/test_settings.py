@@ -87,8 +87,6 @@ def test_user_file_shared_keys_then_backend_section(tmp_path, monkeypatch):
 def test_user_file_location(monkeypatch, tmp_path):
     monkeypatch.setenv(USER_SETTINGS_ENV, str(tmp_path / "x.json"))
     assert user_settings_path() == tmp_path / "x.json"
-    monkeypatch.delenv(USER_SETTINGS_ENV)
-    assert user_settings_path().parts[-3:] == (".config", "llmproxy", "settings.json")
 
 
 @pytest.mark.parametrize("content,words", [("{not json", "not valid JSON"), ("[1, 2]", "must hold a JSON object"),
@@ -116,3 +114,12 @@ def test_generation_params_split():
 def test_wrong_types_are_configuration_errors(settings, words):
     with pytest.raises(ConfigurationError, match=words):
         to_generation_params(settings)
+
+
+def test_the_user_settings_file_follows_xdg_config_home_like_wrappers_and_grammars(tmp_path, monkeypatch):
+    monkeypatch.delenv("LLMPROXY_SETTINGS", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert user_settings_path() == tmp_path / "llmproxy" / "settings.json"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert user_settings_path() == tmp_path / "home" / ".config" / "llmproxy" / "settings.json"
