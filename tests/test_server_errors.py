@@ -175,6 +175,27 @@ def test_invalid_requests_are_400_naming_the_field(server, client, body, param, 
     assert_still_serving(client)
 
 
+DEEP_ARRAYS = "[" * 20_000 + "]" * 20_000  # 40 KB, under the fixture's body limit
+DEEP_SCHEMA = '{"type": "object", "properties": {"a": ' * 1_000 + '{"type": "string"}' + "}}" * 1_000
+IN_CONTENT = '{"model": "llama", "messages": [{"role": "user", "content": RAW}]}'
+IN_TOOL = ('{"model": "llama", "messages": [{"role": "user", "content": "hi"}], '
+           '"tools": [{"type": "function", "function": {"name": "f", "parameters": RAW}}]}')
+
+
+@pytest.mark.parametrize("body, param", [
+    (IN_CONTENT.replace("RAW", "[" * 1_000 + "]" * 1_000), "messages"),
+    (IN_CONTENT.replace("RAW", DEEP_ARRAYS), "messages"),
+    (IN_TOOL.replace("RAW", DEEP_SCHEMA), "tools"),
+    (DEEP_ARRAYS, None),
+])
+def test_json_nested_too_deep_to_parse_is_400_naming_the_field(server, client, body, param):
+    """Python's JSON parser recurses per level: this was a RecursionError, answered 500."""
+    response = post(server, body.encode())
+    assert_envelope(response, 400, param=param, type_="invalid_request_error", says=["nested too deep"])
+    assert_envelope(post(server, body.encode(), "/completions"), 400, param=param)
+    assert_still_serving(client)
+
+
 def test_invalid_completion_request(server, client):
     assert_envelope(post(server, {"model": "llama", "prompt": 7}, "/completions"), 400, param="prompt")
     assert_envelope(post(server, {"model": "llama", "prompt": "x", "grammar": "nonsense"}, "/completions"), 400,

@@ -1,5 +1,8 @@
 """Letting a request in: its API key, and its body read under the size limit as one JSON object.
 
+Python's JSON parser recurses once per nested array or object, so a body nested about a thousand
+levels deep (a few KB) exhausts its recursion limit: that is a 400 naming the field it is in.
+
 Only a body sent as ``application/json`` is read: a web page can POST text/plain or a form to any
 address without the browser asking the server first (a CORS preflight), so a server without a key
 would otherwise run generations for any page its user visits.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -55,6 +59,41 @@ class Intake:
             fields = json.loads(body)
         except ValueError as exc:
             raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise _too_deep(bytes(body)) from None
         if not isinstance(fields, dict):
             raise InvalidRequestError("The request body must be a JSON object.")
         return fields
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _too_deep(body: bytes) -> InvalidRequestError:
+    field = _deep_field(body.decode("utf-8", errors="replace"))
+    return InvalidRequestError(f"invalid request: {field or 'body'}: arrays and objects nested too deep to read "
+                               "(Python's JSON parser stops near 1,000 levels)", param=field)
+
+
+def _deep_field(text: str) -> str | None:
+    """The top-level field whose value is too deep to parse, found by parsing the values one by one
+    (as much work as one more parse, and only for a body that already failed), or None."""
+    decoder = json.JSONDecoder()
+    at = _SPACE.match(text).end()
+    if not text.startswith("{", at):
+        return None
+    try:
+        while True:
+            key, at = decoder.raw_decode(text, _SPACE.match(text, at + 1).end())
+            at = _SPACE.match(text, at).end()
+            if not isinstance(key, str) or not text.startswith(":", at):
+                return None
+            try:
+                _, at = decoder.raw_decode(text, _SPACE.match(text, at + 1).end())
+            except RecursionError:
+                return key
+            at = _SPACE.match(text, at).end()
+            if not text.startswith(",", at):
+                return None
+    except ValueError:
+        return None
