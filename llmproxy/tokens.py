@@ -13,24 +13,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from llmproxy._bounded_cache import MIB
 from llmproxy.backends.base import Backend, Completion
 
 _CHARS_PER_TOKEN = 3.5  # conservative for English and JSON; only used when tiktoken is unavailable
 
 
 class PrefixTokenCache:
-    """A small thread-safe LRU of prompt text -> token count.
+    """A small thread-safe LRU of prompt text -> token count, bounded by entries and by characters.
 
     Prompts repeat (retries, the context check then the request) and an agent's next prompt extends
     its last one, so a new prompt is counted as a cached prefix plus only the new text after it (the
-    join may be off by a token, which the context check tolerates).
+    join may be off by a token, which the context check tolerates). Prompts are client text: bounded
+    by entries alone, 256 prompts of 2 MiB would stay alive (a prompt over a quarter of ``max_chars``
+    is not kept).
     """
 
     MIN_PREFIX = 256  # characters; shorter prefixes save too little to be worth the join's error
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, max_chars: int = 16 * MIB) -> None:
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._size = size
+        self._max_chars = max_chars
+        self._chars = 0
         self._lock = threading.Lock()
 
     def get(self, text: str) -> int | None:
@@ -58,10 +63,15 @@ class PrefixTokenCache:
         return total
 
     def put(self, text: str, count: int) -> None:
+        if len(text) > self._max_chars // 4:
+            return
         with self._lock:
+            if text not in self._counts:
+                self._chars += len(text)
             self._counts[text] = count
-            if len(self._counts) > self._size:
-                self._counts.popitem(last=False)
+            while len(self._counts) > self._size or self._chars > self._max_chars:
+                dropped, _ = self._counts.popitem(last=False)
+                self._chars -= len(dropped)
 
 
 @dataclass(frozen=True)
