@@ -9,7 +9,7 @@ in a side-by-side run it costs every proxy the same and as little as possible. I
     hang      accept the connection, read the request, never answer
     fail      answer every request with HTTP 500
 
-Run one alone: .venv/bin/python bench/fake_backend.py --port 8090 [--behaviour hang]
+Run one alone: .venv/bin/python bench/fake_backend.py --port 8090 [--behaviour hang] [--message TEXT]
 """
 
 from __future__ import annotations
@@ -20,11 +20,21 @@ import json
 import time
 
 CALL_ARGUMENTS = {"inner_thoughts": "Answer from memory.", "message": "You love the Eiger trail!"}
-# The text the model writes after the wrappers' '{\n  "function":' prefix, and its tokens (~ what
-# SmolLM2's tokenizer makes of it: a delta per token, as llama.cpp streams).
-ANSWER = (' "send_message",\n  "params": {\n    "inner_thoughts": "Answer from memory.",\n'
-          '    "message": "You love the Eiger trail!"\n  }\n}')
-TOKENS = [ANSWER[i:i + 3] for i in range(0, len(ANSWER), 3)]
+
+
+def call_answer(message: str) -> str:
+    """The text the model writes after the wrappers' '{\n  "function":' prefix: a send_message call."""
+    return (' "send_message",\n  "params": {\n    "inner_thoughts": "Answer from memory.",\n'
+            f'    "message": {json.dumps(message)}\n  }}\n}}')
+
+
+def tokens(answer: str) -> list[str]:
+    """``answer``'s tokens (~ what SmolLM2's tokenizer makes of it: a delta per token, as llama.cpp streams)."""
+    return [answer[i:i + 3] for i in range(0, len(answer), 3)]
+
+
+ANSWER = call_answer(CALL_ARGUMENTS["message"])
+TOKENS = tokens(ANSWER)
 
 
 def _http(status: str, body: bytes, content_type: bytes = b"application/json") -> bytes:
@@ -32,15 +42,15 @@ def _http(status: str, body: bytes, content_type: bytes = b"application/json") -
             b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-def _completion(prompt_tokens: int) -> bytes:
-    return json.dumps({"content": ANSWER, "stop": True, "stop_type": "eos", "tokens_evaluated": prompt_tokens,
-                       "tokens_predicted": len(TOKENS)}).encode()
+def _completion(prompt_tokens: int, answer: list[str]) -> bytes:
+    return json.dumps({"content": "".join(answer), "stop": True, "stop_type": "eos",
+                       "tokens_evaluated": prompt_tokens, "tokens_predicted": len(answer)}).encode()
 
 
-def _completion_stream(prompt_tokens: int) -> bytes:
-    events = [b"data: " + json.dumps({"content": token, "stop": False}).encode() + b"\n\n" for token in TOKENS]
+def _completion_stream(prompt_tokens: int, answer: list[str]) -> bytes:
+    events = [b"data: " + json.dumps({"content": token, "stop": False}).encode() + b"\n\n" for token in answer]
     final = {"content": "", "stop": True, "stop_type": "eos", "tokens_evaluated": prompt_tokens,
-             "tokens_predicted": len(TOKENS)}
+             "tokens_predicted": len(answer)}
     events.append(b"data: " + json.dumps(final).encode() + b"\n\n")
     body = b"".join(events)
     return (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " + str(len(body)).encode() +
@@ -65,6 +75,7 @@ class FakeBackend(asyncio.Protocol):
     """One connection: requests in, answers out, in order."""
 
     behaviour = "instant"
+    tokens = TOKENS  # what llama.cpp answers, token by token
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -107,14 +118,16 @@ class FakeBackend(asyncio.Protocol):
             return _http("200 OK", json.dumps({"tokens": list(range(len(request["content"]) // 4))}).encode())
         if path == "/completion":
             prompt_tokens = len(request.get("prompt", "")) // 4
-            return _completion_stream(prompt_tokens) if request.get("stream") else _http("200 OK", _completion(prompt_tokens))
+            if request.get("stream"):
+                return _completion_stream(prompt_tokens, self.tokens)
+            return _http("200 OK", _completion(prompt_tokens, self.tokens))
         if path == "/v1/chat/completions":
             return _http("200 OK", _chat(request.get("model", "fake")))
         return _http("404 Not Found", b'{"error": {"message": "no such path"}}')
 
 
-async def serve(port: int, behaviour: str) -> None:
-    protocol = type("Fake", (FakeBackend,), {"behaviour": behaviour})
+async def serve(port: int, behaviour: str, message: str = CALL_ARGUMENTS["message"]) -> None:
+    protocol = type("Fake", (FakeBackend,), {"behaviour": behaviour, "tokens": tokens(call_answer(message))})
     server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", port, backlog=1024)
     async with server:
         await server.serve_forever()
@@ -124,8 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--behaviour", choices=["instant", "hang", "fail"], default="instant")
+    parser.add_argument("--message", default=CALL_ARGUMENTS["message"], help="the send_message text llama.cpp answers")
     options = parser.parse_args()
-    asyncio.run(serve(options.port, options.behaviour))
+    asyncio.run(serve(options.port, options.behaviour, options.message))
 
 
 if __name__ == "__main__":

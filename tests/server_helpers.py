@@ -40,6 +40,25 @@ THOUGHTS = 'Chad said "hi" \u2014 greet him \U0001f600.'
 TEXT_ANSWER = "Hello! I am a plain text answer."
 
 
+def envelope_problem(body: bytes) -> str | None:
+    """What keeps an error response's body from being OpenAI's envelope
+    ``{"error": {"message", "type", "param", "code"}}``, or None."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return f"not JSON: {body[:200]!r}"
+    if not isinstance(document, dict) or set(document) != {"error"} or not isinstance(document["error"], dict):
+        return f"not an error envelope: {body[:200]!r}"
+    error = document["error"]
+    if set(error) != {"message", "type", "param", "code"}:
+        return f"error fields {sorted(error)}, not message, type, param, code"
+    if not (isinstance(error["message"], str) and error["message"] and isinstance(error["type"], str)):
+        return f"no message or type: {error}"
+    if "Traceback" in error["message"]:
+        return "a traceback in the message"
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -51,7 +70,9 @@ class RunningServer:
 
     def __init__(self, routes: dict[str, Route], connections: ConnectionLimits = ConnectionLimits(),
                  **options: Any) -> None:
-        sock = socket.socket()
+        # TCP named (not 0), so that asyncio turns Nagle off on each connection, as on the sockets
+        # uvicorn makes itself; else a keep-alive client waits ~40 ms a request for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
