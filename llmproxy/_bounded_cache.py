@@ -18,11 +18,14 @@ MIB = 1 << 20
 
 
 def _size(value: Any) -> int:
-    """Characters of the strings in ``value`` (one level of tuples), plus a little for the entry itself."""
+    """Characters of the strings in ``value`` (and in its tuples, lists and dict values), plus a little for
+    the entry itself."""
     if isinstance(value, (str, bytes)):
         return len(value) + 64
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return sum(_size(item) for item in value) + 64
+    if isinstance(value, dict):  # a template's view of a message: its texts
+        return sum(_size(item) for item in value.values()) + 64
     return 256  # an object built from the key (a validator): the key's size stands for it
 
 

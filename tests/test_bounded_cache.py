@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from llmproxy._bounded_cache import bounded_cache
-from llmproxy.wrappers import _pretty
+from llmproxy.types import UserMessage
+from llmproxy.wrappers import _pretty, load_wrapper
 
 
 def test_the_budget_holds_whatever_comes_through():
@@ -41,3 +42,14 @@ def test_a_thousand_distinct_large_messages_leave_the_message_cache_within_its_b
     for index in range(1_000):
         _pretty(json.dumps({"type": "user_message", "message": f"{index} " + "word " * 20_000}), 2)  # ~100 KB each
     assert _pretty.cache_bytes() <= 16 << 20
+
+
+def test_a_wrappers_cached_message_views_count_their_texts():
+    wrapper = load_wrapper("chatml").wrapper
+    messages = [UserMessage(role="user", content=f"{index} " + "word " * 20_000) for index in range(300)]
+    views = [wrapper._message_view(message) for message in messages]  # ~100 KB each, three times in a view
+    assert 8 << 20 < wrapper._views.cache_bytes() <= 16 << 20
+    # ~400 KB an entry with its view's texts counted: about 40 fit, so the 100th from last is gone
+    # (counting the key alone, about 160 would stay, holding three times the budget).
+    assert wrapper._message_view(messages[-1]) is views[-1]
+    assert wrapper._message_view(messages[-100]) is not views[-100]
