@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from llmproxy.backends import backends_with
 from llmproxy.backends.base import Backend
-from llmproxy.errors import InvalidRequestError, UnsupportedRequestError
+from llmproxy.errors import GrammarError, InvalidRequestError, UnsupportedRequestError
 from llmproxy.grammar import grammar_names, load_grammar, schema_grammar, validate_grammar
 from llmproxy.types import ResponseFormat
 
@@ -146,4 +146,7 @@ def grammar_constraint(backend: Backend, grammar: str) -> Constraint:
         )
     if not backend.capabilities.grammar:
         raise _refuse(backend, "grammar", "take grammars", "grammar")
-    return _checked(text, label)
+    try:
+        return _checked(text, label)
+    except GrammarError as exc:  # the request's own field: say which
+        raise GrammarError(exc.message, param="grammar") from None

@@ -200,6 +200,8 @@ def test_invalid_completion_request(server, client):
     assert_envelope(post(server, {"model": "llama", "prompt": 7}, "/completions"), 400, param="prompt")
     assert_envelope(post(server, {"model": "llama", "prompt": "x", "grammar": "nonsense"}, "/completions"), 400,
                     param="grammar", says=["neither a grammar name"])
+    assert_envelope(post(server, {"model": "llama", "prompt": "x", "grammar": 'root ::= "a"{3,1}'}, "/completions"),
+                    400, param="grammar", says=["minimum above its maximum"])
     assert_still_serving(client)
 
 
