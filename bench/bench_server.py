@@ -154,8 +154,10 @@ async def sequential(port: int, body: bytes, count: int) -> list[float]:
     return samples
 
 
-async def concurrent(port: int, body: bytes, clients: int, seconds: float) -> tuple[int, list[float]]:
-    connections = [Connection(port, body) for _ in range(clients)]
+async def concurrent(port: int, body: bytes, clients: int, seconds: float,
+                     api_key: str | None = None) -> tuple[int, list[float]]:
+    """(requests answered, their latencies in ms) from ``clients`` keep-alive clients for ``seconds``."""
+    connections = [Connection(port, body, api_key) for _ in range(clients)]
     for connection in connections:
         await connection.open()
     samples: list[float] = []

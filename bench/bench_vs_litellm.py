@@ -32,13 +32,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_server import Connection, cpu_seconds, memgpt_request, percentile, wait_for_port  # noqa: E402
+from bench_server import Connection, concurrent, cpu_seconds, memgpt_request, percentile, wait_for_port  # noqa: E402
 
 API_KEY = "sk-bench-0123456789abcdef0123456789abcdef"
 
@@ -90,29 +89,10 @@ async def check_answer(port: int, body: bytes) -> None:
     assert call["name"] == "send_message" and json.loads(call["arguments"])["message"], answer
 
 
-async def load(port: int, body: bytes, clients: int, seconds: float) -> list[float]:
-    connections = [Connection(port, body, API_KEY) for _ in range(clients)]
-    for connection in connections:
-        await connection.open()
-    samples: list[float] = []
-    deadline = time.perf_counter() + seconds
-
-    async def client(connection: Connection) -> None:
-        while time.perf_counter() < deadline:
-            start = time.perf_counter()
-            await connection.post()
-            samples.append((time.perf_counter() - start) * 1000)
-
-    await asyncio.gather(*(client(c) for c in connections))
-    for connection in connections:
-        connection.close()
-    return samples
-
-
 def measure(name: str, process: subprocess.Popen, port: int, body: bytes, clients: int, seconds: float) -> dict:
-    asyncio.run(load(port, body, clients, 2.0))  # warm-up: connections, caches, JIT-free but lazy imports
+    asyncio.run(concurrent(port, body, clients, 2.0, API_KEY))  # warm-up: connections, caches, lazy imports
     before = cpu_seconds(process.pid)
-    samples = asyncio.run(load(port, body, clients, seconds))
+    _, samples = asyncio.run(concurrent(port, body, clients, seconds, API_KEY))
     cpu = (cpu_seconds(process.pid) - before) / len(samples) * 1000
     result = {"name": name, "rps": len(samples) / seconds, "p50": statistics.median(samples),
               "p99": percentile(samples, 0.99), "cpu": cpu}

@@ -52,13 +52,21 @@ class PrefixTokenCache:
                         if len(cached) >= self.MIN_PREFIX and text.startswith(cached)), key=len, default="")
             return best, self._counts.get(best, 0)
 
-    def count(self, text: str, count_fn: Callable[[str], int]) -> int:
-        """Tokens in ``text``: cached, else a cached prefix's count plus ``count_fn`` of the rest."""
+    def known(self, text: str) -> tuple[int, str | None]:
+        """What is known of ``text``'s count: (its count, None) when cached, else (a cached prefix's
+        count, the rest still to count)."""
         cached = self.get(text)
         if cached is not None:
-            return cached
+            return cached, None
         prefix, prefix_count = self.longest_prefix(text)
-        total = prefix_count + count_fn(text[len(prefix):])
+        return prefix_count, text[len(prefix):]
+
+    def count(self, text: str, count_fn: Callable[[str], int]) -> int:
+        """Tokens in ``text``: cached, else a cached prefix's count plus ``count_fn`` of the rest."""
+        known, rest = self.known(text)
+        if rest is None:
+            return known
+        total = known + count_fn(rest)
         self.put(text, total)
         return total
 

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 from openai import OpenAI
-from server_helpers import MEMGPT_TOOLS, InstantBackend, fake_llamacpp, route, running
+from server_helpers import MEMGPT_TOOLS, InstantBackend, fake_llamacpp, free_port, route, running
 
 from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.errors import ConfigurationError
@@ -59,10 +59,9 @@ def test_a_backend_silent_before_its_first_token_falls_back_in_its_own_time():
             assert response.llmproxy["fallbacks"] == [{"model": "hung", "error": "backend_timeout"}]
 
 
-def test_a_full_queue_falls_back_and_the_chain_is_tried_in_order():
+def test_a_full_queue_falls_back_and_the_chain_is_tried_in_order(closed_port_url):
     busy = InstantBackend(delay=0.3)  # holds its one place for a while
-    routes = {"busy": route(busy, "busy"), "down": route(LlamaCppBackend("http://127.0.0.1:9", context_window=4096),
-                                                         "down"),
+    routes = {"busy": route(busy, "busy"), "down": route(LlamaCppBackend(closed_port_url, context_window=4096), "down"),
               "backup": route(InstantBackend(), "backup")}
     limits = {"busy": RouteLimits(max_running=1, max_queue=0)}
     with running(routes, limits=limits, fallbacks={"busy": ["down", "backup"]}) as server:
@@ -125,7 +124,5 @@ def test_fallbacks_in_a_config_file(tmp_path: Path):
 
 @pytest.fixture
 def closed_port_url() -> str:
-    from server_helpers import free_port
-
     return f"http://127.0.0.1:{free_port()}"
 

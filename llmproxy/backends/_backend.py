@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import aclosing, contextmanager
 from typing import Any, ClassVar
 
@@ -223,9 +223,7 @@ class HTTPBackend(Backend, AsyncBackend):
         if params.grammar is None:
             return {}
         if self.grammar_key is None:
-            from llmproxy.backends import (
-                backends_with,  # the registry imports this module
-            )
+            from llmproxy.backends import backends_with  # the registry imports this module
 
             raise UnsupportedRequestError(
                 f"the {self.name} backend cannot constrain output with a grammar; turn grammar off for this"
@@ -248,11 +246,10 @@ class HTTPBackend(Backend, AsyncBackend):
             return None
         await self._discover_off_loop()
         with self._tokenizer_check():
-            cached = self._token_counts.get(text)
-            if cached is not None:
-                return cached
-            prefix, prefix_count = self._token_counts.longest_prefix(text)
-            total = prefix_count + await self.ahttp.answer(self.count_exchange(text[len(prefix):]))
+            known, rest = self._token_counts.known(text)
+            if rest is None:
+                return known
+            total = known + await self.ahttp.answer(self.count_exchange(rest))
             self._token_counts.put(text, total)
             return total
         return None

@@ -130,6 +130,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             log.failed(exc)
             yield error_event(envelope(exc)[1])
         finished = True
+        log.emit()  # before the last bytes: a client that has read the whole stream finds its line written
         yield DONE
 
     async def on_close() -> None:
