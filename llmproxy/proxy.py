@@ -102,10 +102,7 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False) ->
     if request.logprobs or request.top_logprobs:
         _check_logprobs(request, route)
     functions = tuple(request.function_definitions())
-    for index, function in enumerate(functions):
-        check_tool_parameters(function, f"tools[{index}].function.parameters")
-    if request.response_format is not None and request.response_format.json_schema:
-        check_client_schema(request.response_format.json_schema.get("schema"), "response_format.json_schema.schema")
+    check_schemas(request)
     choice = request.choice()
     call = _call_mode(route, functions, choice)
     kind = constraints.call_constraint(route, call)
@@ -123,6 +120,18 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False) ->
                                     reasoning=request.wants_reasoning())
     _check_encodable(rendered.prompt, request)
     return Draft(request, route, rendered, constraints.answer_constraint(kind, route, shape, request.response_format))
+
+
+def check_schemas(request: ChatRequest) -> int:
+    """Check the schemas the client sent (tool parameters, ``response_format``); the JSON values they
+    hold, which the work of building the request's output constraint grows with."""
+    values = 0
+    for index, function in enumerate(request.function_definitions()):
+        values += check_tool_parameters(function, f"tools[{index}].function.parameters")
+    if request.response_format is not None and request.response_format.json_schema:
+        values += check_client_schema(request.response_format.json_schema.get("schema"),
+                                      "response_format.json_schema.schema")
+    return values
 
 
 def plan_draft(drafted: Draft, prompt_tokens: TokenCount) -> Plan:

@@ -65,6 +65,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+SERVER_THREAD = "test-server-loop"  # the thread the server's event loop runs in
+
+
 class RunningServer:
     """llmproxy's app served by uvicorn on a free port in a background thread, as ``run`` serves it."""
 
@@ -79,7 +82,8 @@ class RunningServer:
         config = uvicorn.Config(create_app(routes, **options), log_level="warning", access_log=False,
                                 **uvicorn_options(connections))
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
+                                        name=SERVER_THREAD)
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:

@@ -15,10 +15,11 @@ import openai
 import pytest
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
-from server_helpers import MEMGPT_TOOLS, InstantBackend, fake_llamacpp, route, running
+from server_helpers import MEMGPT_TOOLS, SERVER_THREAD, InstantBackend, fake_llamacpp, route, running
 
 from llmproxy.backends.base import Capabilities, ProbeResult
 from llmproxy.server import app as app_module
+from llmproxy.server import endpoints
 from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.server.config import RouteLimits
 
@@ -362,3 +363,26 @@ def test_metrics_are_behind_the_api_key():
         refused = httpx.get(proxy.base_url.removesuffix("/v1") + "/metrics")
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
         assert ("llmproxy_queue_depth", (("model", "instant"),)) in scrape(proxy, Authorization="Bearer k")
+
+
+def test_a_request_with_large_schemas_is_drafted_off_the_event_loop(monkeypatch):
+    """Building the grammar of a large schema takes a third of a second (1,000 properties): such a
+    request is drafted in a worker thread, where the loop keeps serving others; a MemGPT-sized one is
+    drafted on the loop, where drafting is cheapest."""
+    drafted_in: dict[str, str] = {}
+    real_draft = endpoints.draft
+
+    def recording_draft(request, route, **options):
+        drafted_in["large" if request.response_format else "memgpt"] = threading.current_thread().name
+        return real_draft(request, route, **options)
+
+    monkeypatch.setattr(endpoints, "draft", recording_draft)
+    wide = {"type": "object", "properties": {f"field_{i}": {"type": "string"} for i in range(400)}}
+    with running({"fake": route(InstantBackend())}) as proxy:
+        client = OpenAI(base_url=proxy.base_url, api_key="unused", max_retries=0, timeout=30)
+        client.chat.completions.create(model="fake", messages=HI, tools=MEMGPT_TOOLS)
+        with pytest.raises(openai.UnprocessableEntityError):  # the answer is a call, not the form
+            client.chat.completions.create(model="fake", messages=HI, response_format={
+                "type": "json_schema", "json_schema": {"name": "form", "schema": wide}})
+    assert drafted_in == {"memgpt": SERVER_THREAD, "large": drafted_in["large"]}
+    assert drafted_in["large"] != SERVER_THREAD

@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from llmproxy import __version__
 from llmproxy.backends.base import ProbeResult
 from llmproxy.errors import LLMProxyError, OverloadedError, invalid_request
+from llmproxy.grammar import prepare_validation
 from llmproxy.route import Route
 from llmproxy.server.config import DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_fallbacks, route_limits
 from llmproxy.server.connections import reserve_descriptors, uvicorn_options
@@ -153,6 +154,7 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     app = _Server(HostCheck(allowed_hosts), title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
     app.state.service = service
+    app.router.add_event_handler("startup", prepare_validation)
     app.router.add_event_handler("shutdown", service.aclose)
     _install_error_handlers(app)
     origins = list(cors_origins)

@@ -7,6 +7,10 @@ lane lets it in (llmproxy.server.lanes):
     plan    with the prompt's token count: the generation parameters, grammar and token budget
     finish  with the backend's completion and its token count: the OpenAI response
 
+A request is drafted on the event loop, unless it is ``heavy``: its schemas are large enough that
+building and checking their grammar, when no cache has it yet, would hold the loop for tens of
+milliseconds (a tool of 1,000 properties: 0.3 s); then it is drafted in a worker thread.
+
 A streamed request also gets its chunk builder once planned. The stages run in that order, once
 each: an object holds one request and what its earlier stages made. Chat requests are
 llmproxy.proxy's pipeline (``draft``, ``plan_draft``, ``finish``); text completions are
@@ -22,13 +26,20 @@ from pydantic import BaseModel, ValidationError
 
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.errors import InvalidRequestError, OutputParseError, invalid_request
-from llmproxy.proxy import Draft, Plan, draft, finish, parse_request, plan_draft, second_chance, with_attempts
+from llmproxy.proxy import (Draft, Plan, check_schemas, draft, finish, parse_request, plan_draft, second_chance,
+                            with_attempts)
 from llmproxy.route import Route
 from llmproxy.server.chunks import ChatChunks, Chunks, TextChunks
 from llmproxy.server.models import Models
 from llmproxy.server.text_completions import CompletionRequest, TextPlan, finish_text, plan_text
 from llmproxy.tokens import TokenCount
 from llmproxy.types import ChatRequest
+
+
+# Above this, drafting goes to a worker thread (where it fights the loop for the GIL: done for every
+# request, that cost 30% of the server's throughput). MemGPT's eight tools hold 119 schema values; a
+# dense schema costs ~0.1 ms a value to build and check a grammar for.
+HEAVY_SCHEMA_VALUES = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,7 @@ class Generation(Protocol):
     endpoint: ClassVar[str]  # the log's name for the endpoint
     route: Route
     stream: bool
+    heavy: bool  # drafted in a worker thread
 
     @classmethod
     def read(cls, fields: dict[str, Any], models: Models) -> Generation: ...  # a request body, validated
@@ -72,6 +84,7 @@ class ChatGeneration:
         self.route = route
         self.stream = request.stream
         self.first_message = first_message
+        self.heavy = check_schemas(request) > HEAVY_SCHEMA_VALUES
         self.attempts = 1
         self._draft: Draft | None = None
         self._plan: Plan | None = None
@@ -119,6 +132,7 @@ class TextGeneration:
     """POST /v1/completions: the prompt goes to the backend as it is, optionally under a grammar."""
 
     endpoint = "completions"
+    heavy = False  # its grammar is checked when planned, within limits that keep that quick
 
     def __init__(self, request: CompletionRequest, route: Route) -> None:
         self.request = request

@@ -8,7 +8,9 @@ and so does counting tokens with its tokenizer; its threads come from the lane's
 as it runs at once (an anyio CapacityLimiter), not anyio's shared 40.
 
 Drafting, planning and finishing a request only compute, so they run on the event loop: in a worker
-thread they would fight the loop for the GIL, which halves the server's throughput. Each lane runs a
+thread they would fight the loop for the GIL, which costs a third of the server's throughput. The
+exceptions are what could hold the loop for long: drafting a ``heavy`` request (large schemas), and
+estimating the tokens of a long prompt with tiktoken (0.18 s for 2 MiB). Each lane runs a
 limited number of requests at once and queues a limited number more (llmproxy.server.admission; one
 at a time for a backend whose ``capabilities.concurrent`` is false: the embedded model). Generations
 always go through the backend's stream so they can be stopped between tokens: closing it closes the
@@ -35,6 +37,9 @@ from llmproxy.server.request_log import RequestLog
 from llmproxy.tokens import TokenCount, answer_tokens, count_tokens, estimate_tokens
 
 
+LONG_TEXT = 64 * 1024  # characters whose token estimate (~10 ms) goes to a worker thread
+
+
 def lane_for(backend: Backend, name: str, limits: RouteLimits) -> Lane:
     """The lane that suits ``backend``: on the event loop where its I/O can run there."""
     return LoopLane(backend, name, limits) if isinstance(backend, AsyncBackend) else ThreadLane(backend, name, limits)
@@ -50,7 +55,7 @@ class Lane(abc.ABC):
 
     async def plan(self, generation: Generation, log: RequestLog) -> Planned:
         """Draft the request, count its prompt's tokens, plan it."""
-        prompt = generation.draft()
+        prompt = await anyio.to_thread.run_sync(generation.draft) if generation.heavy else generation.draft()
         planned = generation.plan(await self.count(prompt))
         log.prompt(planned.prompt, planned.grammar)
         return planned
@@ -115,7 +120,7 @@ class LoopLane(Lane):
 
     async def count(self, text: str) -> TokenCount:
         counted = await self.backend.acount_tokens(text)
-        return TokenCount(counted, exact=True) if counted is not None else TokenCount(estimate_tokens(text), exact=False)
+        return TokenCount(counted, exact=True) if counted is not None else await estimate(text)
 
     async def open(self, planned: Planned, watch: Watch) -> AsyncIterator[StreamDelta]:
         if watch.cancelled.is_set():  # the client left while the request was being planned
@@ -143,7 +148,7 @@ class ThreadLane(Lane):
     async def count(self, text: str) -> TokenCount:
         if self.backend.capabilities.tokenizer:  # the loaded model's tokenizer: computes, off the loop
             return await self._in_thread(count_tokens, text, self.backend)
-        return count_tokens(text)
+        return await estimate(text)
 
     async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
         return await self._in_thread(_generate, self.backend, planned, watch.cancelled, log)  # one thread hop
@@ -159,6 +164,13 @@ class ThreadLane(Lane):
 
     async def _in_thread(self, function, *args):  # noqa: ANN001, ANN202 - anyio's own signature
         return await anyio.to_thread.run_sync(function, *args, limiter=self.threads)
+
+
+async def estimate(text: str) -> TokenCount:
+    """``text``'s tokens by tiktoken: in a worker thread when it is long."""
+    if len(text) > LONG_TEXT:
+        return TokenCount(await anyio.to_thread.run_sync(estimate_tokens, text), exact=False)
+    return TokenCount(estimate_tokens(text), exact=False)
 
 
 class Collector:
