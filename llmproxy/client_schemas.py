@@ -24,6 +24,7 @@ import jsonschema_rs
 from llmproxy._bounded_cache import MIB, bounded_cache
 from llmproxy.errors import InvalidRequestError
 from llmproxy.patterns import check_patterns
+from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.types import FunctionDefinition
 
 MAX_DEPTH = 64  # levels of JSON
@@ -60,7 +61,7 @@ def _checked(schema_json: str, where: str) -> int:
 
 def _check(schema: Any, where: str) -> int:
     size = _measure(schema, where)
-    problem = _metaschema_problem(schema)
+    problem = _metaschema_problem(schema, where)
     if problem is not None:
         path, message = problem
         raise InvalidRequestError(f"invalid request: {where}{path}: not a valid JSON schema: {message}",
@@ -100,9 +101,13 @@ def _measure(schema: Any, where: str) -> int:
 _METASCHEMA = jsonschema_rs.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
 
 
-def _metaschema_problem(schema: Any) -> tuple[str, str] | None:
+def _metaschema_problem(schema: Any, where: str) -> tuple[str, str] | None:
     """(path, message) of the first way the schema breaks the 2020-12 metaschema, or None."""
-    error = next(_METASCHEMA.iter_errors(schema), None)
+    try:
+        error = next(_METASCHEMA.iter_errors(schema), None)
+    except UnicodeEncodeError:  # jsonschema-rs takes UTF-8 only
+        refuse_lone_surrogates(schema, where)
+        raise
     if error is None:
         return None
     path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.instance_path)

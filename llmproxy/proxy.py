@@ -22,6 +22,7 @@ from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import apply_heartbeat_rule, check_call, response_message, schema_problem
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
+from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.constraints import Constraint, format_schema
 from llmproxy.errors import (
     ContextWindowExceededError,
@@ -344,28 +345,9 @@ def _check_encodable(prompt: str, request: ChatRequest) -> None:
         for stop in request.stop_list():
             stop.encode("utf-8")
     except UnicodeEncodeError:
-        _refuse_lone_surrogates(request.model_dump(exclude_none=True), "")
+        refuse_lone_surrogates(request.model_dump(exclude_none=True), "")
         raise InvalidRequestError("invalid request: the request holds a lone surrogate, which is not valid Unicode; "
                                   "send the text as UTF-8") from None
-
-
-def _refuse_lone_surrogates(value: Any, where: str) -> None:
-    """JSON can carry half a UTF-16 pair (``"\\ud800"``); no prompt can hold one, so it is refused by name."""
-    stack = [(value, where)]
-    while stack:  # not recursive: the depth is the client's
-        item, path = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise InvalidRequestError(
-                    f"invalid request: {path or 'body'}: holds a lone surrogate ({item[exc.start]!r} at {exc.start}), "
-                    "which is not valid Unicode; send the text as UTF-8", param=path or None) from None
-        elif isinstance(item, dict):
-            stack += [(v, f"{path}.{k}" if path else str(k)) for k, v in item.items()]
-            stack += [(k, path) for k in item if isinstance(k, str)]
-        elif isinstance(item, (list, tuple)):
-            stack += [(v, f"{path}.{i}") for i, v in enumerate(item)]
 
 
 def _check_library_input(messages: Any, request_fields: dict[str, Any]) -> None:

@@ -31,6 +31,8 @@ def properties(count: int) -> dict:
     ({"type": "object", "properties": {"a": properties(MAX_PROPERTIES // 2 + 1), "b": properties(MAX_PROPERTIES // 2)}},
      WHERE, f"more than {MAX_PROPERTIES:,} properties"),  # counted over the whole schema
     ({"enum": list(range(MAX_VALUES))}, WHERE, f"more than {MAX_VALUES:,} JSON values"),
+    ({"type": "object", "properties": {"half \ud800 a pair": {"type": "string"}}}, f"{WHERE}.properties",
+     "lone surrogate"),  # a name jsonschema-rs reads: it takes no surrogate
 ])
 def test_a_bad_schema_is_refused_by_path(schema, param, words):
     with pytest.raises(InvalidRequestError, match=words) as refused:

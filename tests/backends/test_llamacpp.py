@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 from werkzeug import Response
@@ -11,6 +13,7 @@ from llmproxy.backends.base import ChatTemplate
 from llmproxy.backends.llamacpp import (
     LlamaCppBackend,
     completion_request,
+    count_token_ids,
     parse_completion,
     parse_props,
     props_chat_template,
@@ -149,6 +152,28 @@ def test_count_tokens(fake):
     fake.json("/tokenize", {"tokens": [1, 15, 27, 99]})
     assert LlamaCppBackend(fake.url).count_tokens("hello") == 4
     assert fake.bodies == [{"content": "hello", "add_special": True}]
+
+
+@pytest.mark.parametrize("reply,count,counted", [
+    ('{"tokens":[1,15,27,99]}', 4, True),  # as llama.cpp writes it: counted without parsing the ids
+    ('{"tokens":[]}', 0, True),
+    (' { "tokens" : [ 1, 15 ] }\n', 2, True),
+    ('{"tokens":[{"id":1,"piece":"a,b"},{"id":2,"piece":"c"}]}', 2, False),  # with pieces: read as JSON
+    ('{"tokens":[1,2],"extra":3}', 2, False),
+])
+def test_count_tokens_from_any_reply_layout(fake, reply, count, counted):
+    fake.raw("/tokenize", reply.encode())
+    assert count_token_ids(reply) == (count if counted else None)
+    assert LlamaCppBackend(fake.url).count_tokens("hello") == count
+
+    async def count_async() -> int | None:  # as the server counts
+        backend = LlamaCppBackend(fake.url)
+        try:
+            return await backend.acount_tokens("hello")
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(count_async()) == count
 
 
 def test_probe_current_server(fake):
