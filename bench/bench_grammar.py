@@ -1,5 +1,9 @@
 """Grammar costs: build time for 8 and 50 functions, and constrained vs free generation on SmolLM2.
 
+The 50 functions use the schema keywords the grammar expresses (integer ranges, string lengths,
+patterns, formats, item counts, enums); generation compares MemGPT's 8 functions and a tool whose
+arguments are all bounded by such keywords, so the cost of those rules shows.
+
     PYTHONPATH=. .venv/bin/python bench/bench_grammar.py [--runs 5] [--tokens 96] [--threads N]
 
 Generation goes through llama-cpp-python's create_completion (temperature 0.8, its default chain) with
@@ -23,22 +27,32 @@ import llama_cpp
 
 from llmproxy import grammar
 from llmproxy.backends._grammar_sampling import GrammarCheckedLlama
-from llmproxy.grammar import build_call_grammar, validate_grammar
+from llmproxy.grammar import validate_grammar
+from llmproxy.syntaxes import memgpt
+from llmproxy.types import FunctionDefinition
+from llmproxy.wrappers import load_wrapper
+
+CHATML = load_wrapper("chatml").wrapper  # MemGPT's call syntax, inner thoughts in the params
 
 MEMGPT = json.loads((Path(__file__).parent.parent / "tests" / "fixtures" / "memgpt_functions.json").read_text())
 
 
 def fifty_functions() -> list[dict]:
-    """50 varied tools: strings, bounded integers, enums, a nested optional object, arrays."""
+    """50 varied tools with the keywords the grammar expresses: bounded integers, string lengths, a
+    pattern, formats, enums, item counts, a nested object closed to other keys."""
     functions = []
     for i in range(50):
         properties = {
-            "query": {"type": "string", "description": "what to look for"},
-            "limit": {"type": "integer", "minimum": 1},
+            "query": {"type": "string", "minLength": 2, "maxLength": 80, "description": "what to look for"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 250},
             "mode": {"enum": ["fast", "thorough", f"custom-{i}"]},
+            "ticket": {"type": "string", "pattern": "^[A-Z]{2,4}-[0-9]{1,5}$"},
             "filters": {
                 "type": "object",
-                "properties": {"after": {"type": "string"}, "before": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+                "properties": {"after": {"type": "string", "format": "date"},
+                               "before": {"type": "string", "format": "date-time"},
+                               "tags": {"type": "array", "items": {"type": "string", "maxLength": 20},
+                                        "minItems": 1, "maxItems": 5}},
                 "additionalProperties": False,
             },
             "request_heartbeat": {"type": "boolean"},
@@ -51,29 +65,47 @@ def fifty_functions() -> list[dict]:
     return functions
 
 
+BOUNDED = [{
+    "name": "book_room",
+    "description": "Book a meeting room.",
+    "parameters": {"type": "object", "properties": {
+        "room": {"type": "string", "pattern": "^[A-Z][0-9]{3}$"},
+        "date": {"type": "string", "format": "date"},
+        "people": {"type": "integer", "minimum": 2, "maximum": 40},
+        "title": {"type": "string", "minLength": 3, "maxLength": 60},
+    }, "required": ["room", "date", "people", "title"]},
+}]
+
+
+def call_grammar(functions: list[dict]) -> tuple[str, str]:
+    """The grammar of a required call to one of ``functions`` after the chatml wrapper's prefix, and the prefix."""
+    shape = CHATML.shape("required", [FunctionDefinition(**f) for f in functions])
+    return shape.syntax.grammar(shape).text, shape.prefix
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:7.2f} ms"
 
 
 def bench_build() -> None:
-    print("grammar build, inner_thoughts='params' (median of 5; cached = lru_cache hit)")
-    for label, functions in (("8 functions (MemGPT)", MEMGPT), ("50 functions", fifty_functions())):
+    print("grammar build, MemGPT's call syntax (median of 5; cached: a cache hit, as on an agent's next turn)")
+    for label, functions in (("8 functions (MemGPT)", MEMGPT), ("50 functions, keywords", fifty_functions())):
         cold = []
         for _ in range(5):
-            grammar._build.cache_clear()
+            memgpt._grammar.cache_clear()
             start = time.perf_counter()
-            text = build_call_grammar(functions, inner_thoughts="params")
+            text, _ = call_grammar(functions)
             cold.append(time.perf_counter() - start)
         start = time.perf_counter()
         for _ in range(100):
-            build_call_grammar(functions, inner_thoughts="params")
+            call_grammar(functions)
         cached = (time.perf_counter() - start) / 100
         grammar._validate.cache_clear()
         start = time.perf_counter()
         validate_grammar(text)
         check = time.perf_counter() - start
-        print(f"  {label:21s} cold {ms(statistics.median(cold))}  cached {ms(cached)}  "
-              f"llama.cpp check {ms(check)}  ({len(text)} bytes)")
+        print(f"  {label:23s} cold {ms(statistics.median(cold))}  cached {ms(cached)}  "
+              f"limits + llama.cpp check {ms(check)}  ({len(text)} bytes)")
     print("  (the first llama.cpp check of a process also loads the vocabulary)")
 
 
@@ -107,22 +139,31 @@ def bench_generation(runs: int, tokens: int, threads: int) -> None:
     path = str(grammar._smollm2_path())
     stock = llama_cpp.Llama(path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
     checked = GrammarCheckedLlama(path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
-    listing = "\n".join(f"- {f['name']}({', '.join(f['parameters']['properties'])}): {f['description']}" for f in MEMGPT)
-    prefix = '\n{\n  "function":'
-    prompt = (
-        "<|im_start|>system\nYou are MemGPT, an agent with memory. Answer with one JSON function call: "
-        '{"function": NAME, "params": {"inner_thoughts": THOUGHTS, ...arguments}}\n'
-        f"Functions:\n{listing}<|im_end|>\n<|im_start|>user\nHi, I'm Ana. I love green tea.<|im_end|>\n"
-        f"<|im_start|>assistant{prefix}"
-    )
-    text = build_call_grammar(MEMGPT, inner_thoughts="params", prefix=prefix)
-    validate_grammar(text)
+    for label, functions, ask in (("MemGPT's 8 functions", MEMGPT, "Hi, I'm Ana. I love green tea."),
+                                  ("a tool bounded by keywords", BOUNDED, "Book B204 for the 12 of us on Friday.")):
+        text, prefix = call_grammar(functions)
+        validate_grammar(text)
+        listing = "\n".join(f"- {f['name']}({', '.join(f['parameters']['properties'])}): {f['description']}"
+                            for f in functions)
+        prompt = (
+            "<|im_start|>system\nYou are an agent with memory. Answer with one JSON function call: "
+            '{"function": NAME, "params": {"inner_thoughts": THOUGHTS, ...arguments}}\n'
+            f"Functions:\n{listing}<|im_end|>\n<|im_start|>user\n{ask}<|im_end|>\n"
+            f"<|im_start|>assistant{prefix}"
+        )
+        inside = f' "{functions[0]["name"]}", "params": {{"inner_thoughts": "I'  # within a string
+        generation(label, checked, stock, prompt, text, inside, runs, tokens, threads)
+
+
+def generation(label: str, checked: llama_cpp.Llama, stock: llama_cpp.Llama, prompt: str, text: str, inside: str,
+               runs: int, tokens: int, threads: int) -> None:
     modes = {
         "free": (checked, None, "no grammar"),
         "llmproxy": (checked, text, "grammar, drawn first and masked only on a miss (the embedded backend)"),
         "stock": (stock, text, "grammar as llama-cpp-python applies it: a whole-vocabulary mask per token"),
     }
-    print(f"\ngeneration on SmolLM2-135M Q4_1, {threads} threads, up to {tokens} tokens, {runs} runs per mode, interleaved")
+    print(f"\n{label}: generation on SmolLM2-135M Q4_1, {threads} threads, up to {tokens} tokens, "
+          f"{runs} runs per mode, interleaved")
     speeds: dict[str, list[float]] = {mode: [] for mode in modes}
     for run in range(runs):
         for mode, (llm, grammar_text, _) in modes.items():
@@ -135,9 +176,9 @@ def bench_generation(runs: int, tokens: int, threads: int) -> None:
         print(f"  {mode:9s} {speed:6.1f} tokens/s best (runs: {', '.join(f'{s:.0f}' for s in speeds[mode])}){cost}")
         print(f"            {what}")
     print("  target: grammar cost under 20 %")
-    print("one full-vocabulary grammar mask:")
-    for label, after in (("at structure", ""), ("inside a string", ' "send_message", "params": {"inner_thoughts": "I')):
-        print(f"  {label:16s} {ms(mask_cost(stock, text, after))}   (one free decoding step: {ms(1 / free)})")
+    print("  one full-vocabulary grammar mask:")
+    for where, after in (("at structure", ""), ("inside a string", inside)):
+        print(f"    {where:16s} {ms(mask_cost(stock, text, after))}   (one free decoding step: {ms(1 / free)})")
 
 
 def main() -> None:

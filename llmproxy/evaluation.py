@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llmproxy._data import data_dir
-from llmproxy.errors import ConfigurationError, InvalidRequestError, LLMProxyError
+from llmproxy.errors import ConfigurationError, InvalidRequestError, LLMProxyError, OutputParseError
 from llmproxy.proxy import chat_completion, parse_request
 from llmproxy.route import Route
 from llmproxy.types import ChatRequest
@@ -40,6 +40,7 @@ class Outcome:
     repairs: tuple[str, ...]
     latency_s: float
     error: str | None = None
+    attempts: int = 1  # generations it took: more than one when the second chance fired
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class Summary:
     valid: int
     correct: int
     repaired: int
+    retried: int  # scenarios that needed a second chance (answered or not)
     mean_latency_s: float
 
 
@@ -86,7 +88,8 @@ def run_scenario(scenario: Scenario, route: Route) -> Outcome:
     try:
         response = chat_completion(scenario.request, route)
     except LLMProxyError as exc:
-        return Outcome(scenario.name, False, False, None, None, (), time.perf_counter() - start, exc.message)
+        attempts = route.retries + 1 if isinstance(exc, OutputParseError) else 1  # every chance was taken
+        return Outcome(scenario.name, False, False, None, None, (), time.perf_counter() - start, exc.message, attempts)
     latency = time.perf_counter() - start
     message = response.choices[0].message
     call = message.tool_calls[0].function if message.tool_calls else message.function_call
@@ -101,8 +104,9 @@ def run_scenario(scenario: Scenario, route: Route) -> Outcome:
         valid = call is not None  # the pipeline has already checked the arguments against the schema
     correct = valid and (scenario.expect is None or function == scenario.expect)
     repairs = tuple(response.llmproxy.repairs) if response.llmproxy else ()
+    attempts = response.llmproxy.attempts if response.llmproxy else 1
     arguments = json.loads(call.arguments) if call else None
-    return Outcome(scenario.name, valid, correct, function, arguments, repairs, latency)
+    return Outcome(scenario.name, valid, correct, function, arguments, repairs, latency, None, attempts)
 
 
 def evaluate(
@@ -126,5 +130,6 @@ def summarise(outcomes: Sequence[Outcome], route: Route) -> Summary:
         valid=sum(o.valid for o in outcomes),
         correct=sum(o.correct for o in outcomes),
         repaired=sum(bool(o.repairs) for o in outcomes),
+        retried=sum(o.attempts > 1 for o in outcomes),
         mean_latency_s=statistics.fmean(o.latency_s for o in outcomes) if outcomes else 0.0,
     )

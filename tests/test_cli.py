@@ -254,7 +254,7 @@ def table_rows(out: str) -> dict[tuple[str, str], list[str]]:
     rows = {}
     for line in out.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 6 and cells[0] not in ("wrapper", "") and not cells[0].startswith("-"):
+        if len(cells) == 7 and cells[0] not in ("wrapper", "") and not cells[0].startswith("-"):
             rows[cells[0], cells[1]] = cells[2:]
     return rows
 
@@ -266,11 +266,12 @@ def test_eval_embedded_chatml_and_noforce_with_and_without_grammar(tmp_path):
                     "--seed", "1", "--max-tokens", "100")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.startswith("| wrapper        | grammar | valid calls | correct function | repairs needed | mean latency |\n")
+    assert out.startswith("| wrapper        | grammar | valid calls | correct function | repairs needed | second chance "
+                          "| mean latency |\n")
     rows = table_rows(out)
     assert set(rows) == {("chatml", "auto"), ("chatml", "none"), ("chatml-noforce", "auto"), ("chatml-noforce", "none")}
     assert rows["chatml", "auto"][0] == "1/1 (100%)"  # the grammar makes every call valid
-    assert all(cells[3].endswith(" s") for cells in rows.values())
+    assert all(cells[4].endswith(" s") for cells in rows.values())
     assert f"1 scenario from {one}; backend embedded" in out
     for label in ("chatml, grammar auto: 1 scenario", "chatml-noforce, grammar none: 1 scenario"):
         assert label in result.stderr  # progress, one line per configuration when piped
@@ -290,6 +291,16 @@ def test_eval_json_on_a_fake_backend_sends_the_grammar_only_when_asked(httpserve
         assert summary["outcomes"][0]["arguments"] == {"city": "Paris", "unit": "celsius"}
         assert summary["outcomes"][0]["repairs"] == ["close_brackets"]
     assert ["grammar" in body for body in fake.bodies] == [True, True, False, False]
+
+
+def test_eval_counts_the_scenarios_that_needed_a_second_chance(httpserver, small_suite):
+    weather = call_text("get_weather", "Paris weather.", city="Paris", unit="celsius")
+    fake = FakeLlamaCpp(httpserver, ["no idea", weather])  # the first answer is no call; the rest are
+    result = invoke("eval", str(small_suite), *fake.memgpt_flags, "--grammar", "none", "--json")
+    assert result.exit_code == 0, result.output
+    (summary,) = json.loads(result.stdout)["results"]
+    assert [outcome["attempts"] for outcome in summary["outcomes"]] == [2, 1]
+    assert (summary["valid"], summary["retried"]) == (2, 1)
 
 
 def test_eval_with_no_valid_answer_fails_with_the_first_error(httpserver, small_suite):

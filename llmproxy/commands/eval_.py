@@ -29,13 +29,13 @@ def _share(count: int, total: int) -> str:
     return f"{count}/{total} ({100 * count / total:.0f}%)" if total else "0/0"
 
 
-COLUMNS = ("wrapper", "grammar", "valid calls", "correct function", "repairs needed", "mean latency")
+COLUMNS = ("wrapper", "grammar", "valid calls", "correct function", "repairs needed", "second chance", "mean latency")
 
 
 def markdown_table(summaries: list[Summary]) -> str:
     """The comparison as a Markdown table (numbers right-aligned); never wrapped, so it pastes whole."""
     rows = [(s.wrapper, s.grammar, _share(s.valid, s.total), _share(s.correct, s.total),
-             _share(s.repaired, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
+             _share(s.repaired, s.total), _share(s.retried, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
     widths = [max(map(len, column)) for column in zip(COLUMNS, *rows)]
     numeric = [index >= 2 for index in range(len(COLUMNS))]
 
