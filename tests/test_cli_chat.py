@@ -9,6 +9,7 @@ import pytest
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from cli_helpers import FakeLlamaCpp, call_text, command, invoke, process_env, run
 
@@ -71,6 +72,22 @@ def test_chat_embedded_as_a_process_with_piped_stdin():
     assert "Traceback" not in result.stderr and "thinking ..." in result.stderr
 
 
+def wait_until_reading_stdin(pid: int, seconds: float = 10.0) -> None:
+    """Until the process is blocked in read(0, ...) (Linux's /proc says so), else a fixed pause: a signal
+    sent while it still finishes its turn under a loaded CI machine tests a different moment."""
+    syscall = Path(f"/proc/{pid}/syscall")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            number, fd = syscall.read_text().split()[:2]
+        except (OSError, ValueError):
+            break
+        if number == "0" and fd == "0x0":
+            return
+        time.sleep(0.02)
+    time.sleep(0.2)
+
+
 def test_chat_ends_cleanly_on_ctrl_c(httpserver):
     fake = FakeLlamaCpp(httpserver, [REPLY_SAVED])
     process = subprocess.Popen(command("chat", *fake.flags), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -80,7 +97,7 @@ def test_chat_ends_cleanly_on_ctrl_c(httpserver):
     assert process.stdout.readline() == "you> hello\n"
     assert process.stdout.readline() == "  thinks Saved it.\n"
     assert process.stdout.readline() == "assistant> Nice, I will remember Tom!\n"
-    time.sleep(0.2)  # now waiting for the next line
+    wait_until_reading_stdin(process.pid)  # now waiting for the next line
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=30)
     assert process.returncode == 0
