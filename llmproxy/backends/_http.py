@@ -407,17 +407,19 @@ class HTTPClient(_Client):
 
     def _request_json(self, method: str, path: str, body: Any, timeout: float | None) -> Any:
         url = self.url(path)
-        # A shorter ``timeout`` (a probe's) bounds the read; connecting keeps the configured limit.
-        limit = httpx.USE_CLIENT_DEFAULT if timeout is None else httpx.Timeout(timeout, connect=self.timeouts.connect)
-        with self._translated(url, timeout):
-            response = self._client.request(method, url, json=body, timeout=limit)
+        response = self._request(method, url, body, timeout)
         return self._json_reply(url, response.status_code, response.text, response.reason_phrase)
 
     def post(self, exchange: Exchange[T]) -> T:
         url = self.url(exchange.path)
-        with self._translated(url):
-            response = self._client.post(url, json=exchange.body)
+        response = self._request("POST", url, exchange.body, None)
         return self._reply(url, exchange, response.status_code, response.text, response.reason_phrase)
+
+    def _request(self, method: str, url: str, body: Any, timeout: float | None) -> httpx.Response:
+        # A shorter ``timeout`` (a probe's) bounds the read; connecting keeps the configured limit.
+        limit = httpx.USE_CLIENT_DEFAULT if timeout is None else httpx.Timeout(timeout, connect=self.timeouts.connect)
+        with self._translated(url, timeout):
+            return self._client.request(method, url, json=body, timeout=limit)
 
     def stream(self, exchange: StreamExchange) -> Iterator[StreamDelta]:
         """The answer's text deltas, then the closing delta (``Relay``).
