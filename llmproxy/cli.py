@@ -42,7 +42,7 @@ def serve(
     config: Annotated[Path | None, typer.Option(
         "--config", envvar="LLMPROXY_CONFIG", show_default=False,
         help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
-             "wrapper, grammar, context_window, settings, auth_type, auth_key, max_running, max_queue, retries, "
+             "wrapper, syntax, grammar, context_window, settings, auth_type, auth_key, max_running, max_queue, retries, "
              "connect_timeout, first_token_timeout, read_timeout, fallbacks (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections; "
@@ -59,6 +59,7 @@ def serve(
              "it answers whatever model name a request gives. "
              "Example: --model dolphin2.2-mistral:7b-q6_K")] = None,
     wrapper: opt.Wrapper = None,
+    syntax: opt.Syntax = None,
     grammar: opt.Grammar = None,
     context_window: opt.ContextWindow = None,
     max_running: Annotated[int | None, typer.Option(
@@ -144,7 +145,8 @@ def serve(
     if level not in LOG_LEVELS:
         raise _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}")
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    flags = {"backend": backend, "endpoint": endpoint, "model": model, "wrapper": wrapper, "grammar": grammar,
+    flags = {"backend": backend, "endpoint": endpoint, "model": model, "wrapper": wrapper, "syntax": syntax,
+             "grammar": grammar,
              "context_window": context_window, "max_running": max_running, "max_queue": max_queue,
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}

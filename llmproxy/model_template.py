@@ -142,23 +142,34 @@ def _token(text: str | None) -> str | None:
 # --- the wrapper -----------------------------------------------------------------------------
 
 
-def backend_wrapper(backend: Backend) -> Wrapper:
-    """The ``auto`` wrapper of ``backend``'s model: its own chat template, as discovered."""
+def backend_wrapper(backend: Backend, syntax: str | None = None) -> Wrapper:
+    """The ``auto`` wrapper of ``backend``'s model: its own chat template, as discovered; ``syntax``:
+    the call syntax the route names, else the one read from the template."""
     found = backend.discover()  # answered once per backend; here it is the answer already had
     template = backend.chat_template()
     if template is None:
         reason = "did not answer" if not found.up else "exposes no chat template"
         raise ConfigurationError(f"wrapper {AUTO!r} renders the model's own chat template, and the {backend.name} "
                                  f"backend {reason}; {NAME_A_WRAPPER}")
-    return model_wrapper(template)
+    return model_wrapper(template, syntax)
+
+
+def model_wrapper(template: ChatTemplate, syntax_name: str | None = None) -> ModelTemplateWrapper:
+    """A wrapper rendering ``template``; its stops and reserved markers read from the text, and its call
+    syntax too unless ``syntax_name`` names one. One per template and syntax."""
+    return _model_wrapper(template, syntax_name)
 
 
 @lru_cache(maxsize=16)
-def model_wrapper(template: ChatTemplate) -> ModelTemplateWrapper:
-    """A wrapper rendering ``template``; its syntax, stops and reserved markers read from the text."""
-    syntax_name = _syntax_name(template.tool_use_text or template.text)
+def _model_wrapper(template: ChatTemplate, syntax_name: str | None) -> ModelTemplateWrapper:
+    detected = _syntax_name(template.tool_use_text or template.text)
     where = f"the model's chat template ({template.source})"
-    syntax = create_syntax(syntax_name or "json", {}, where)
+    syntax = create_syntax(syntax_name or detected or "json", {}, "the route's syntax" if syntax_name else where)
+    if detected is None and syntax.instructions is None:
+        raise ConfigurationError(
+            f"{where} knows no tools, so llmproxy teaches the model a call syntax in its system message, and "
+            f"there are no such instructions for the {syntax.name} syntax; name one that has them "
+            f"({', '.join(_teachable())}) or a wrapper written for the model")
     texts = template.text + (template.tool_use_text or "")
     bos, eos = _token(template.bos_token), _token(template.eos_token)
     specials = [*_SPECIAL.findall(texts), *filter(None, (bos, eos))]
@@ -169,14 +180,19 @@ def model_wrapper(template: ChatTemplate) -> ModelTemplateWrapper:
     stop = [eos, *(marker for marker in _TURN_MARKERS if marker in texts)]
     spec = WrapperSpec(
         name=AUTO,
-        description=f"{where}, calls in the {syntax.name} syntax"
-                    + ("" if syntax_name else " (the template knows no tools: they go into its system message)"),
+        description=f"{where}, calls in the {syntax.name} syntax" + (" (the route's)" if syntax_name else "")
+                    + ("" if detected else " (the template knows no tools: they go into its system message)"),
         template=AUTO, call="optional", syntax=syntax, answer={"syntax": syntax.name, "call": "optional"},
         text_prefix="", stop=tuple(dict.fromkeys(filter(None, stop))), reserved=tuple(dict.fromkeys(reserved)),
         options={}, aliases={}, origin=Path(template.source), reasoning=reasoning)
     tool_template = _compile(template.tool_use_text, where) if template.tool_use_text else None
     return ModelTemplateWrapper(spec, _compile(template.text, where), tool_template, template,
-                                knows_tools=syntax_name is not None)
+                                knows_tools=detected is not None)
+
+
+def _teachable() -> list[str]:
+    """The call syntaxes a model whose template knows no tools can be taught."""
+    return [name for name in SYNTAX_NAMES if create_syntax(name, {}, "registry").instructions is not None]
 
 
 class ModelTemplateWrapper(Wrapper):
@@ -224,9 +240,11 @@ class ModelTemplateWrapper(Wrapper):
                 "enable_thinking": reasoning}
 
     def _instructions(self, tools: list[dict[str, Any]], shape: AnswerShape) -> str:
-        """The json syntax's tool list and call instructions, worded as the chatml-json wrapper words them."""
-        listing = _environment().get_template("_tools.jinja").module
-        return str(listing.json_instructions(tools, shape.call, **self.spec.syntax.template_context())).strip()
+        """The tool list and call instructions of the wrapper's syntax, worded as the written wrappers
+        word them (wrappers/_tools.jinja)."""
+        macro = getattr(_environment().get_template("_tools.jinja").module, self.spec.syntax.instructions)
+        given = {"tools": tools, "call": shape.call, **self.spec.syntax.template_context()}
+        return str(macro(**{name: given[name] for name in macro.arguments if name in given})).strip()
 
     def _history(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         """The messages as Hugging Face templates take them (OpenAI's shape, call arguments as objects),

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from llmproxy import constraints
 from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
-from llmproxy.calls import apply_heartbeat_rule, check_call, response_message, schema_problem
+from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, response_message, schema_problem
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
 from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.constraints import Constraint, format_schema
@@ -158,6 +158,16 @@ def plan_draft(drafted: Draft, prompt_tokens: TokenCount) -> Plan:
     settings["stop"] = list(dict.fromkeys([*rendered.stop, *(settings.get("stop") or []), *request.stop_list()]))
     settings["max_tokens"] = min(settings.get("max_tokens") or room, room)  # the answer must fit too
     return Plan(request, route, rendered, to_generation_params(settings), prompt_tokens, drafted.constraint.label)
+
+
+def streams_calls(plan: Plan) -> bool:
+    """Whether a stream may send the answer's calls while they are written: only where the syntax's own
+    grammar (or JSON schema) writes them, so no repair can change what was sent, and where MemGPT's
+    heartbeat rule cannot add an argument afterwards."""
+    if plan.shape.call == "text" or plan.route.grammar != "auto" or plan.grammar is None:
+        return False
+    return not (plan.route.function_correction
+                and any(HEARTBEAT_KEY in f.parameters.get("properties", {}) for f in plan.shape.definitions))
 
 
 def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> Plan:

@@ -13,8 +13,9 @@ from typing import Any
 from llmproxy.backends import create_backend
 from llmproxy.backends.base import Backend
 from llmproxy.errors import ConfigurationError, InvalidRequestError
-from llmproxy.model_template import AUTO, backend_wrapper
+from llmproxy.model_template import AUTO, NAME_A_WRAPPER, backend_wrapper
 from llmproxy.settings import resolve_settings
+from llmproxy.syntaxes import create_syntax
 from llmproxy.wrappers import Resolved, Wrapper, load_wrapper
 
 # The default is the model's own template where the backend reports one, else ChatML with JSON calls;
@@ -46,11 +47,34 @@ class Route:
         return resolve_settings(self.backend.name, self.settings)
 
 
-def default_wrapper(backend: Backend) -> Resolved:
+def named_wrapper(wrapper: str | None, syntax: str | None) -> Resolved | None:
+    """The wrapper a route names, loaded; None for the model's own template ("auto", the default where
+    the backend has one), known once the backend is. Checked before any backend is reached, with the
+    ``syntax`` the route names for "auto"."""
+    named = None if wrapper in (None, AUTO) else load_wrapper(wrapper)
+    if syntax is not None:
+        if named is not None:
+            raise ConfigurationError(f"syntax {syntax!r} is for the wrapper {AUTO!r} (the model's own chat template); "
+                                     f"the wrapper {wrapper!r} names its call syntax in its TOML file")
+        create_syntax(syntax, {}, "syntax")
+    return named
+
+
+def route_wrapper(backend: Backend, wrapper: str | None, syntax: str | None, named: Resolved | None) -> Resolved:
+    """The wrapper of a route on ``backend``: the one it names (``named_wrapper``), else the model's own."""
+    if named is not None:
+        return named
+    return Resolved(backend_wrapper(backend, syntax)) if wrapper == AUTO else default_wrapper(backend, syntax)
+
+
+def default_wrapper(backend: Backend, syntax: str | None = None) -> Resolved:
     """The model's own template (wrapper "auto") where ``backend`` reports one, else chatml-json."""
     if backend.chat_template() is None:
+        if syntax is not None:
+            raise ConfigurationError(f"syntax {syntax!r} is for the wrapper {AUTO!r} (the model's own chat "
+                                     f"template), and the {backend.name} backend reports none; {NAME_A_WRAPPER}")
         return load_wrapper(FALLBACK_WRAPPER)
-    return Resolved(backend_wrapper(backend))
+    return Resolved(backend_wrapper(backend, syntax))
 
 
 def _check_types(**arguments: tuple[Any, Any]) -> None:
@@ -81,6 +105,7 @@ def build_route(
     endpoint: str | None = None,
     model: str | None = None,
     wrapper: str | None = None,
+    syntax: str | None = None,
     grammar: str | None = None,
     context_window: int | None = None,
     settings: dict[str, Any] | None = None,
@@ -92,10 +117,11 @@ def build_route(
     retries: int = DEFAULT_RETRIES,
 ) -> Route:
     """A route from MemGPT-style arguments. ``grammar=None`` takes the wrapper alias's setting
-    (``chatml-grammar`` means on), else ``auto``. ``backend_options`` go to the backend's constructor
+    (``chatml-grammar`` means on), else ``auto``. ``syntax`` names the call syntax of the wrapper ``auto``
+    (default: read from the model's template). ``backend_options`` go to the backend's constructor
     (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``)."""
     _check_types(endpoint_type=(endpoint_type, str), endpoint=(endpoint, str | None), model=(model, str | None),
-                  wrapper=(wrapper, str | None), grammar=(grammar, str | None),
+                  wrapper=(wrapper, str | None), syntax=(syntax, str | None), grammar=(grammar, str | None),
                   context_window=(context_window, int | None), settings=(settings, dict | None),
                   function_correction=(function_correction, bool), auth_type=(auth_type, str | None),
                   auth_key=(auth_key, str | None), backend_options=(backend_options, dict | None),
@@ -105,8 +131,7 @@ def build_route(
     if context_window is not None and context_window <= 0:
         raise InvalidRequestError(f"context_window must be a positive number of tokens, not {context_window}",
                                   param="context_window")
-    # "auto" is the model's own template, known once the backend is: a named wrapper fails fast, before it.
-    resolved = None if wrapper in (None, AUTO) else load_wrapper(wrapper)
+    named = named_wrapper(wrapper, syntax)
     extra = tuple(sorted((backend_options or {}).items()))
     try:
         backend = _cached_backend(endpoint_type, endpoint, model, auth_type, auth_key, context_window, extra)
@@ -114,7 +139,7 @@ def build_route(
         raise ConfigurationError(f"backend {endpoint_type!r} does not take these options: {exc}") from exc
     backend.discover()  # asks the server once, here (off the event loop); complete() asks again if it was down
     window = context_window or backend.context_window() or DEFAULT_CONTEXT_WINDOW
-    resolved = resolved or (Resolved(backend_wrapper(backend)) if wrapper == AUTO else default_wrapper(backend))
+    resolved = route_wrapper(backend, wrapper, syntax, named)
     return Route(
         name=name or model or endpoint_type,
         backend=backend,

@@ -126,15 +126,18 @@ class FakeLlamaCpp:
     """A llama.cpp server (``llama-server``) on pytest-httpserver: streamed POST /completion (SSE, the
     last event ``stop: true`` with the counts, no ``[DONE]``), /tokenize, /health and /props.
 
-    Streams unless the request says ``stream: false`` (logprobs), as llmproxy asks. ``mode`` picks a failure: "ok", "http500", "garbage", "hang" (sleeps past the client's read
-    timeout), "stall" (silent for ``hang_seconds`` mid-stream), "truncate" (ends the stream without its final
-    event), "error_event" (an error mid-stream).
+    Streams unless the request says ``stream: false`` (logprobs), as llmproxy asks. It answers as a
+    MemGPT model would (``answer_for``), or with ``script`` when set. ``mode`` picks a failure: "ok",
+    "http500", "garbage", "hang" (sleeps past the client's read timeout), "stall" (silent for
+    ``hang_seconds`` mid-stream), "truncate" (ends the stream without its final event), "error_event"
+    (an error mid-stream).
     """
 
     def __init__(self, httpserver) -> None:
         self.server = httpserver
         self.url = httpserver.url_for("/").rstrip("/")
         self.call = "send_message"
+        self.script: str | None = None
         self.mode = "ok"
         self.hang_seconds = 3.0
         self.pace = 0.0  # seconds between events, as a model generates (llmproxy reads what arrives together as one)
@@ -156,7 +159,7 @@ class FakeLlamaCpp:
         body = request.get_json()
         self.bodies.append(body)
         if not body["stream"]:  # only for logprobs, which come with whole answers: by position, -0.5 each
-            text = answer_for(body["prompt"], self.call)
+            text = self._answer(body["prompt"])
             probabilities = [{"id": i, "token": part, "logprob": -0.5, "top_logprobs": [{"token": part, "logprob": -0.5}]}
                              for i, part in enumerate(pieces(text))]
             return Response(json.dumps({"content": text, "stop": True, "stop_type": "eos", "tokens_predicted": len(
@@ -169,8 +172,11 @@ class FakeLlamaCpp:
             return Response("<html>502 Bad Gateway</html>", content_type="text/html")
         if self.mode == "hang":
             time.sleep(self.hang_seconds)
-        text = answer_for(body["prompt"], self.call)
+        text = self._answer(body["prompt"])
         return Response(self._events(text, len(body["prompt"]) // 4), content_type="text/event-stream")
+
+    def _answer(self, prompt: str) -> str:
+        return self.script if self.script is not None else answer_for(prompt, self.call)
 
     def _events(self, text: str, prompt_tokens: int) -> Iterator[str]:
         parts = pieces(text)

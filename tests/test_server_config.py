@@ -98,6 +98,8 @@ def test_flags_define_one_route():
     assert server.port == 8100 and list(routes) == ["mixtral"]
     _, routes = setup(None, {})
     assert list(routes) == ["embedded"] and routes["embedded"].backend.name == "embedded"
+    _, routes = setup(None, {"syntax": "hermes"})  # --syntax: the call syntax of the model's own template
+    assert routes["embedded"].wrapper.name == "auto" and routes["embedded"].wrapper.spec.syntax.name == "hermes"
 
 
 def test_flags_and_a_config_file_do_not_mix(tmp_path):
@@ -203,7 +205,7 @@ def test_serve_rejects_bad_options(launched, monkeypatch, arguments, says):
 
 def test_help_explains_every_option():
     result = CliRunner().invoke(app, ["serve", "--help"], terminal_width=200)
-    for option in ("--config", "--backend", "--endpoint", "--model", "--wrapper", "--grammar", "--context-window",
+    for option in ("--config", "--backend", "--endpoint", "--model", "--wrapper", "--syntax", "--grammar", "--context-window",
                    "--host", "--port", "--api-key", "--allowed-host", "--cors-origin", "--idle-timeout",
                    "--header-timeout", "--body-timeout", "--max-connections", "--max-running", "--max-queue",
                    "--log-level"):

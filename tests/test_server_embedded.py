@@ -27,7 +27,8 @@ SETTINGS = {"temperature": 0, "seed": 1, "max_tokens": 100}
 
 @pytest.fixture(scope="module")
 def server():
-    with running({"smollm2": build_route(name="smollm2", wrapper="chatml")}) as proxy:
+    routes = {"smollm2": build_route(name="smollm2", wrapper="chatml"), "auto": build_route(name="auto", wrapper="auto")}
+    with running(routes) as proxy:
         yield proxy
 
 
@@ -77,6 +78,22 @@ def test_stream_named_legacy_function(client):
     assert calls[0].name == "send_message"
     assert_valid_call("send_message", "".join(c.arguments for c in calls))
     assert chunks[-1].choices[0].finish_reason == "function_call"
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}
+
+
+def test_stream_a_call_as_it_is_written_on_the_models_own_template(client):
+    chunks = list(client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "What is the weather in Paris?"}], stream=True,
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}],
+        tool_choice="required", **SETTINGS))
+    calls = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    assert calls[0].id.startswith("call_") and calls[0].function.name == "get_weather"
+    pieces = [call.function.arguments for call in calls if call.function.arguments]
+    assert len(pieces) > 2  # token by token, not in one piece once checked
+    jsonschema.validate(json.loads("".join(pieces)), WEATHER)
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
 def test_async_text_answers_one_at_a_time(server):

@@ -8,10 +8,12 @@ import random
 
 import pytest
 
+from llmproxy.errors import OutputParseError
 from llmproxy.server.chunks import ChatChunks
 from llmproxy.syntaxes._scanners import TextScanner, ThoughtsScanner
 from llmproxy.syntaxes.memgpt import MemGPTSyntax
-from llmproxy.types import ChatCompletion, Choice, FunctionCall, ResponseMessage, ToolCall, Usage
+from llmproxy.syntaxes.tagged_json import HermesSyntax
+from llmproxy.types import ChatCompletion, Choice, FunctionCall, FunctionDefinition, ResponseMessage, ToolCall, Usage
 from llmproxy.wrappers import Rendered
 
 TRICKY = 'quote " slash \\ / tab\t nl\n é \u2028 \U0001f600 \ud800 end'
@@ -74,12 +76,13 @@ def test_text_scanner_trims_and_cuts_at_markers():
     assert partial.feed("possible").content == " <|impossible"
 
 
-def response(content, call=None, form="tools") -> ChatCompletion:
+def response(content, call=None, form="tools", more=(), reason=None) -> ChatCompletion:
     message = ResponseMessage(content=content)
-    reason = "stop"
+    reason = reason or "stop"
     if call is not None and form == "tools":
-        message.tool_calls = [ToolCall(id="call_1", function=FunctionCall(name=call[0], arguments=call[1]))]
-        reason = "tool_calls"
+        message.tool_calls = [ToolCall(id=f"call_{n}", function=FunctionCall(name=name, arguments=arguments))
+                              for n, (name, arguments) in enumerate([call, *more], 1)]
+        reason = "tool_calls" if reason == "stop" else reason
     elif call is not None:
         message.function_call = FunctionCall(name=call[0], arguments=call[1])
         reason = "function_call"
@@ -108,7 +111,7 @@ def test_chat_chunks_for_a_tool_call():
 
 
 def test_chat_chunks_for_a_legacy_call_without_usage():
-    chunks = ChatChunks(CALL_RENDERED, "m", include_usage=False)
+    chunks = ChatChunks(CALL_RENDERED, "m", include_usage=False, form="functions")
     sent = chunks.closing(response(None, ("f", "{}"), form="functions"))
     assert [c.choices[0].delta.function_call.arguments for c in sent[:2]] == ["", "{}"]
     assert sent[-1].choices[0].finish_reason == "function_call" and sent[-1].usage is None
@@ -119,3 +122,65 @@ def test_chat_chunks_send_nothing_that_contradicts_what_was_streamed():
     chunks.feed(' "f", "params": {"inner_thoughts": "draft')
     sent = chunks.closing(response("something else", ("f", "{}")))
     assert all(c.choices[0].delta.content is None for c in sent)
+
+
+WEATHER = FunctionDefinition(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+HERMES_SHAPE = HermesSyntax().shape("optional", [WEATHER], ["get_weather"], named=False, parallel=True,
+                                    first_message=False, primed=True)
+HERMES_RENDERED = Rendered(prompt="...", shape=HERMES_SHAPE, stop=("<|im_end|>",))
+TWO_CALLS = ('Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city":"Paris"}}\n</tool_call>\n'
+             '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Nice"}}\n</tool_call>')
+
+
+def streamed(form="tools", split=7, stream_calls=True):
+    chunks = ChatChunks(HERMES_RENDERED, "m", include_usage=False, form=form, stream_calls=stream_calls)
+    sent = [c for i in range(0, len(TWO_CALLS), split) for c in chunks.feed(TWO_CALLS[i:i + split])]
+    return chunks, sent
+
+
+def test_chat_chunks_stream_calls_as_they_are_written():
+    chunks, sent = streamed()
+    calls = [c.choices[0].delta.tool_calls[0] for c in sent if c.choices[0].delta.tool_calls]
+    assert [(c.index, c.function.name) for c in calls if c.id] == [(0, "get_weather"), (1, "get_weather")]
+    assert all(c.type == "function" and c.id.startswith("call_") for c in calls if c.id)
+    assert len(calls) > 6  # the arguments come in pieces, as the model writes them
+    for index, city in enumerate(["Paris", "Nice"]):
+        assert "".join(c.function.arguments for c in calls if c.index == index) == json.dumps({"city": city})
+    rest = chunks.closing(response("Let me look.", ("get_weather", '{"city": "Paris"}'),
+                                   more=[("get_weather", '{"city": "Nice"}')]))
+    assert [c.choices[0].delta.tool_calls for c in rest] == [None]  # nothing more to add
+    assert rest[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_chat_chunks_stream_a_legacy_call():
+    chunks = ChatChunks(HERMES_RENDERED, "m", include_usage=False, form="functions", stream_calls=True)
+    sent = chunks.feed(TWO_CALLS[:TWO_CALLS.index("</tool_call>")])
+    legacy = [c.choices[0].delta.function_call for c in sent if c.choices[0].delta.function_call]
+    assert legacy[0].name == "get_weather" and "".join(f.arguments for f in legacy) == '{"city": "Paris"}'
+
+
+def test_chat_chunks_send_the_rest_of_a_call_cut_short():
+    chunks = ChatChunks(HERMES_RENDERED, "m", include_usage=False, stream_calls=True)
+    chunks.feed(TWO_CALLS[:TWO_CALLS.index("Par") + 2])  # '{"city": "Pa'
+    rest = chunks.closing(response("Let me look.", ("get_weather", '{"city": "Pa"}'), reason="length"))
+    assert rest[0].choices[0].delta.tool_calls[0].function.arguments == '"}'
+    assert rest[-1].choices[0].finish_reason == "length"
+
+
+def test_chat_chunks_refuse_to_finish_calls_the_check_changed():
+    for final in [("get_weather", '{"city": "Lyon"}'), ("other", '{"city": "Paris"}')]:
+        chunks, _ = streamed()
+        with pytest.raises(OutputParseError, match="streamed so far differ"):
+            chunks.closing(response("Let me look.", final, more=[("get_weather", '{"city": "Nice"}')]))
+    chunks, _ = streamed()
+    with pytest.raises(OutputParseError):  # a streamed call the answer dropped
+        chunks.closing(response("Let me look.", ("get_weather", '{"city": "Paris"}')))
+    chunks, _ = streamed()  # cut at the token limit, a partial call is OpenAI's way: no error
+    assert chunks.closing(response("Let me look.", ("get_weather", '{"city": "Paris"}'), reason="length"))
+
+
+def test_chat_chunks_without_stream_calls_send_calls_once_checked():
+    chunks, sent = streamed(stream_calls=False)
+    assert not any(c.choices[0].delta.tool_calls for c in sent)
+    rest = chunks.closing(response("Let me look.", ("get_weather", '{"city": "Paris"}')))
+    assert [c.choices[0].delta.tool_calls[0].function.arguments for c in rest[:2]] == ["", '{"city": "Paris"}']

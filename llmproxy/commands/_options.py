@@ -22,6 +22,12 @@ WRAPPER_HELP = (
     "embedded model, llama.cpp), else chatml-json; both let the model answer in text or call. "
     "Example: --wrapper chatml-noforce-roles"
 )
+SYNTAX_HELP = (
+    "The call syntax of the wrapper 'auto' (the model's own chat template), where the one read from the "
+    "template is wrong or the template knows no tools: json, llama3, hermes, xml or pythonic are taught in "
+    "the system message then; mistral and mistral-v11 need a template that lists the tools. Default: read "
+    "from the template, else json. Example: --wrapper auto --syntax hermes"
+)
 GRAMMAR_HELP = (
     "Constrained decoding: 'auto' (a grammar built from the request's functions, where the backend takes "
     "grammars), 'none', or a grammar file name. Default: the wrapper's setting, else auto. Example: --grammar none"
@@ -36,6 +42,7 @@ Model = Annotated[Optional[str], typer.Option(
     help="The backend's model name (required by ollama and vllm), or a GGUF file for embedded. "
          "Example: --model dolphin2.2-mistral:7b-q6_K")]
 Wrapper = Annotated[Optional[str], typer.Option("--wrapper", show_default=False, help=WRAPPER_HELP)]
+Syntax = Annotated[Optional[str], typer.Option("--syntax", show_default=False, help=SYNTAX_HELP)]
 Grammar = Annotated[Optional[str], typer.Option("--grammar", show_default=False, help=GRAMMAR_HELP)]
 ContextWindow = Annotated[Optional[int], typer.Option(
     "--context-window", min=1, show_default=False,
@@ -79,6 +86,7 @@ def open_routes(
     context_window: int | None,
     auth_type: str | None,
     auth_key: str | None,
+    syntax: str | None = None,
     max_tokens: int | None = None,
     temperature: float | None = None,
     seed: int | None = None,
@@ -90,7 +98,7 @@ def open_routes(
 
     settings = {key: value for key, value in
                 (("max_tokens", max_tokens), ("temperature", temperature), ("seed", seed)) if value is not None}
-    common: dict[str, Any] = {"backend": backend, "endpoint": endpoint, "model": model,
+    common: dict[str, Any] = {"backend": backend, "endpoint": endpoint, "model": model, "syntax": syntax,
                               "context_window": context_window, "auth_type": auth_type_for(auth_type, auth_key),
                               "auth_key": auth_key, "settings": settings or None}
     name = backend or "embedded"

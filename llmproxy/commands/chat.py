@@ -20,6 +20,7 @@ from llmproxy.commands._console import err, out, step
 from llmproxy.commands._errors import message_for, reported
 from llmproxy.commands.examples import SEND_MESSAGE, SYSTEM_PROMPT, TOOLS, Memory
 from llmproxy.errors import OutputParseError
+from llmproxy.model_template import AUTO
 from llmproxy.proxy import chat_completion, parse_request
 from llmproxy.route import Route
 
@@ -105,6 +106,7 @@ def chat(
     endpoint: opt.Endpoint = None,
     model: opt.Model = None,
     wrapper: opt.Wrapper = None,
+    syntax: opt.Syntax = None,
     grammar: opt.Grammar = None,
     context_window: opt.ContextWindow = None,
     auth_type: opt.AuthType = None,
@@ -133,8 +135,9 @@ def chat(
       printf 'My cat is Tom\\nWhat is my cat called?\\n' | llmproxy chat
     """
     with reported(debug):
-        route = opt.open_route(backend=backend, endpoint=endpoint, model=model, wrapper=wrapper or CHAT_WRAPPER, grammar=grammar,
-                               context_window=context_window, auth_type=auth_type, auth_key=auth_key,
+        route = opt.open_route(backend=backend, endpoint=endpoint, model=model, wrapper=wrapper or (AUTO if syntax else CHAT_WRAPPER),
+                               grammar=grammar,
+                               syntax=syntax, context_window=context_window, auth_type=auth_type, auth_key=auth_key,
                                max_tokens=max_tokens, temperature=temperature, seed=seed,
                                retries=retries)
         console = out()

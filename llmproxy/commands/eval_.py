@@ -55,8 +55,10 @@ def eval_command(
              "should be called, or null). Default: the built-in suite (32 scenarios).")] = None,
     wrapper: Annotated[Optional[list[str]], typer.Option(
         "--wrapper", show_default=False,
-        help="Wrapper to evaluate; repeat the option to compare several. Default: chatml. "
+        help="Wrapper to evaluate; repeat the option to compare several. Default: as 'serve' picks it (auto "
+             "where the backend reports the model's template, else chatml-json). "
              "Example: --wrapper chatml --wrapper chatml-noforce")] = None,
+    syntax: opt.Syntax = None,
     grammar: Annotated[Optional[list[str]], typer.Option(
         "--grammar", show_default=False,
         help="Grammar mode to evaluate each wrapper with ('auto', 'none' or a grammar file name); repeat to "
@@ -95,10 +97,9 @@ def eval_command(
     with reported(debug):
         scenarios = load_scenarios(suite)[:limit]
         variants = [(w, g) for w in wrapper or [None] for g in grammar or DEFAULT_GRAMMARS]  # None: the default
-        routes = opt.open_routes(variants, backend=backend, endpoint=endpoint, model=model,
+        routes = opt.open_routes(variants, backend=backend, endpoint=endpoint, model=model, syntax=syntax,
                                  context_window=context_window, auth_type=auth_type, auth_key=auth_key,
-                                 max_tokens=max_tokens, temperature=temperature, seed=seed,
-                               retries=retries)
+                                 max_tokens=max_tokens, temperature=temperature, seed=seed, retries=retries)
         results: list[tuple[Summary, list[Outcome]]] = []
         with progress_bar(len(routes) * len(scenarios)) as bar:
             for route in routes:

@@ -25,10 +25,9 @@ from llmproxy.commands._console import labelled, out
 from llmproxy.commands._errors import reported
 from llmproxy.commands._request import Message, RequestFile, read_request
 from llmproxy.errors import ConfigurationError
-from llmproxy.model_template import AUTO, NAME_A_WRAPPER, backend_wrapper
+from llmproxy.model_template import AUTO, NAME_A_WRAPPER
 from llmproxy.proxy import Plan, plan
-from llmproxy.route import DEFAULT_CONTEXT_WINDOW, Route, default_wrapper
-from llmproxy.wrappers import Resolved, load_wrapper
+from llmproxy.route import DEFAULT_CONTEXT_WINDOW, Route, named_wrapper, route_wrapper
 
 # Reserved markers are shown as ⟦<|im_start|>⟧: visible in a pipe, a log or a test, not only in colour.
 MARK_OPEN, MARK_CLOSE = "⟦", "⟧"
@@ -101,18 +100,17 @@ class _StandIn(Backend):
         return gguf_chat_template(default_model_path()) if self.name == "embedded" else None
 
 
-def offline_route(backend: str, wrapper: str | None, grammar: str | None, context_window: int | None) -> Route:
+def offline_route(backend: str, wrapper: str | None, grammar: str | None, context_window: int | None,
+                  syntax: str | None = None) -> Route:
     from llmproxy.server.config import check_grammar
 
     check_grammar(grammar)
+    named = named_wrapper(wrapper, syntax)
     stand_in = _StandIn(backend)
     if wrapper == AUTO and stand_in.chat_template() is None:
         raise ConfigurationError(f"render asks no server, so only the embedded model's own template is known "
                                  f"to wrapper {AUTO!r}: use --backend embedded, or {NAME_A_WRAPPER}")
-    if wrapper is None:
-        resolved = default_wrapper(stand_in)
-    else:
-        resolved = Resolved(backend_wrapper(stand_in)) if wrapper == AUTO else load_wrapper(wrapper)
+    resolved = route_wrapper(stand_in, wrapper, syntax, named)
     return Route(
         name=backend,
         backend=stand_in,
@@ -126,6 +124,7 @@ def render(
     request_file: RequestFile = None,
     message: Message = None,
     wrapper: opt.Wrapper = None,
+    syntax: opt.Syntax = None,
     backend: Annotated[str, typer.Option(
         "--backend",
         help="Render for this backend type: its settings file adds stop strings, and whether it takes grammars "
@@ -155,7 +154,8 @@ def render(
     """
     with reported(debug):
         request = read_request(request_file, message)
-        prepared = plan(request, offline_route(backend, wrapper, grammar, context_window), first_message=first_message)
+        prepared = plan(request, offline_route(backend, wrapper, grammar, context_window, syntax),
+                        first_message=first_message)
         if plain:
             typer.echo(prepared.rendered.prompt, nl=False)
             return

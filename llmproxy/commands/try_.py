@@ -32,6 +32,7 @@ def try_request(
     endpoint: opt.Endpoint = None,
     model: opt.Model = None,
     wrapper: opt.Wrapper = None,
+    syntax: opt.Syntax = None,
     grammar: opt.Grammar = None,
     context_window: opt.ContextWindow = None,
     auth_type: opt.AuthType = None,
@@ -62,7 +63,7 @@ def try_request(
     with reported(debug):
         request = read_request(request_file, message)
         route = opt.open_route(backend=backend, endpoint=endpoint, model=model, wrapper=wrapper, grammar=grammar,
-                               context_window=context_window, auth_type=auth_type, auth_key=auth_key,
+                               syntax=syntax, context_window=context_window, auth_type=auth_type, auth_key=auth_key,
                                max_tokens=max_tokens, temperature=temperature, seed=seed,
                                retries=retries)
         if json_output:

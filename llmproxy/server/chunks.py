@@ -4,8 +4,9 @@ A chunk builder is made once a request is planned and is driven in three steps: 
 ``feed()`` with each backend delta, ``closing()`` with the finished response. Each step gives the
 chunks to send. A chat stream sends the answer's content (a plain answer, or the inner monologue
 before a call) as ``content`` deltas while it is generated, as the answer's call syntax scans it out
-of the partial output; the call itself is only sent once the whole answer has been repaired and
-validated, so the joined ``arguments`` deltas are exactly the final arguments. Everything here is
+of the partial output. Calls a grammar writes are streamed as they are written, their arguments as the
+response writes them; other calls are only sent once the whole answer has been repaired and validated.
+Either way the joined ``arguments`` deltas are exactly the final arguments. Everything here is
 synchronous and pure; llmproxy.server.responses drives it.
 """
 
@@ -16,10 +17,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from llmproxy.errors import OutputParseError
 from llmproxy.server.text_completions import TextChoice, TextCompletion, TextPlan
 from llmproxy.syntaxes._scanners import TextScanner
 from llmproxy.syntaxes.base import Scanner
 from llmproxy.types import (
+    AnswerForm,
     ChatCompletion,
     ChatCompletionChunk,
     ChunkChoice,
@@ -54,28 +57,44 @@ class Chunks(Protocol):
 
 
 class ChatChunks:
-    """The chunks of one streamed chat completion: the role, the content as it is generated, then the
-    rest of the content, the call, the finish reason and (when asked) the usage."""
+    """The chunks of one streamed chat completion: the role, the content (and reasoning) as it is
+    generated, the calls (as they are written where ``stream_calls``, else once checked), then the rest
+    of each part, the finish reason and (when asked) the usage."""
 
-    def __init__(self, rendered: Rendered, model: str, *, include_usage: bool) -> None:
+    def __init__(self, rendered: Rendered, model: str, *, include_usage: bool, form: AnswerForm = "tools",
+                 stream_calls: bool = False) -> None:
         self.id = new_id("chatcmpl")
         self.created = int(time.time())
         self.model = model
         self.include_usage = include_usage
+        self.form = form
         shape = rendered.shape
-        self._scanner: Scanner = TextScanner(rendered.stop) if shape.call == "text" else shape.syntax.scanner(shape)
+        self._scanner: Scanner = (TextScanner(rendered.stop) if shape.call == "text"
+                                  else shape.syntax.scanner(shape, calls=stream_calls))
         self.streamed = ""  # content sent so far
         self.reasoned = ""  # reasoning sent so far
+        self.calls: list[list[str]] = []  # [name, arguments sent so far] of each call sent
 
     @property
     def sent_text(self) -> bool:
-        return bool(self.streamed or self.reasoned)
+        return bool(self.streamed or self.reasoned or self.calls)
 
     def _chunk(self, delta: Delta, finish_reason=None) -> ChatCompletionChunk:
         return ChatCompletionChunk(
             id=self.id, created=self.created, model=self.model,
             choices=[ChunkChoice(delta=delta, finish_reason=finish_reason)],
         )
+
+    def _call_chunk(self, index: int, arguments: str, name: str | None = None,
+                    call_id: str | None = None) -> ChatCompletionChunk:
+        """A call's opening (``name``: its name, no arguments yet) or a piece of its arguments."""
+        function = FunctionCallDelta(name=name, arguments=arguments)
+        if self.form == "functions":
+            return self._chunk(Delta(function_call=function))
+        if name is None:
+            return self._chunk(Delta(tool_calls=[ToolCallDelta(index=index, function=function)]))
+        return self._chunk(Delta(tool_calls=[ToolCallDelta(index=index, id=call_id or new_id("call", "_"),
+                                                           type="function", function=function)]))
 
     def opening(self) -> list[ChatCompletionChunk]:
         return [self._chunk(Delta(role="assistant", content=""))]
@@ -89,6 +108,13 @@ class ChatChunks:
         if piece.content:
             self.streamed += piece.content
             chunks.append(self._chunk(Delta(content=piece.content)))
+        for call in piece.calls:
+            if call.name is not None:
+                self.calls.append([call.name, ""])
+                chunks.append(self._call_chunk(call.index, "", call.name))
+            if call.arguments:
+                self.calls[call.index][1] += call.arguments
+                chunks.append(self._call_chunk(call.index, call.arguments))
         return chunks
 
     def closing(self, completion: ChatCompletion) -> list[ChatCompletionChunk]:
@@ -106,22 +132,39 @@ class ChatChunks:
         if content.startswith(self.streamed) and len(content) > len(self.streamed):
             chunks.append(self._chunk(Delta(content=content[len(self.streamed):])))
             self.streamed = content
-        for index, call in enumerate(message.tool_calls or []):
-            opening = FunctionCallDelta(name=call.function.name, arguments="")
-            chunks.append(self._chunk(Delta(tool_calls=[ToolCallDelta(
-                index=index, id=call.id, type="function", function=opening,
-            )])))
-            chunks.append(self._chunk(Delta(tool_calls=[ToolCallDelta(
-                index=index, function=FunctionCallDelta(arguments=call.function.arguments),
-            )])))
-        if message.function_call is not None:
-            legacy = message.function_call
-            chunks.append(self._chunk(Delta(function_call=FunctionCallDelta(name=legacy.name, arguments=""))))
-            chunks.append(self._chunk(Delta(function_call=FunctionCallDelta(arguments=legacy.arguments))))
+        chunks += self._rest_of_calls(completion)
         chunks.append(self._chunk(Delta(), choice.finish_reason))
         if self.include_usage:
             chunks.append(ChatCompletionChunk(id=self.id, created=self.created, model=self.model, choices=[],
                                               usage=completion.usage))
+        return chunks
+
+    def _rest_of_calls(self, completion: ChatCompletion) -> list[ChatCompletionChunk]:
+        """What the checked calls add to the calls streamed so far: the rest of their arguments, and the
+        calls not streamed at all. Streamed calls come from a grammar and are final; should the checked
+        answer differ anyway, the stream fails rather than leave the client a call that was changed."""
+        choice = completion.choices[0]
+        message = choice.message
+        if message.function_call is not None:
+            final = [(None, message.function_call)]
+        else:
+            final = [(call.id, call.function) for call in message.tool_calls or []]
+        chunks: list[ChatCompletionChunk] = []
+        changed = len(self.calls) > len(final)
+        for index, (call_id, function) in enumerate(final):
+            if index >= len(self.calls):
+                chunks.append(self._call_chunk(index, "", function.name, call_id))
+                chunks.append(self._call_chunk(index, function.arguments))
+                continue
+            name, sent = self.calls[index]
+            if name != function.name or not function.arguments.startswith(sent):
+                changed = True
+            elif len(function.arguments) > len(sent):
+                chunks.append(self._call_chunk(index, function.arguments[len(sent):]))
+        if changed and choice.finish_reason != "length":  # cut at the limit, a partial call is OpenAI's way
+            raise OutputParseError("The calls streamed so far differ from the checked answer; ask again, or "
+                                   "without stream to get the checked answer whole.",
+                                   completion.llmproxy.raw_output if completion.llmproxy else "")
         return chunks
 
 

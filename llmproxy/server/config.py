@@ -18,6 +18,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     [models.smol]                 # without default_model, the first model answers requests naming none
     backend = "embedded"          # MemGPT endpoint type: embedded, llamacpp, koboldcpp, ollama, ...
     wrapper = "chatml"            # prompt format (or a MemGPT wrapper name such as chatml-noforce-roles)
+    # syntax = "hermes"           # with wrapper "auto" (the model's own template): the call syntax, if not the detected one
     grammar = "auto"              # auto | none | a grammar file name (see grammars/)
     context_window = 8192
 
@@ -79,6 +80,7 @@ class ModelConfig(_Strict):
     endpoint: str | None = None
     model: str | None = None
     wrapper: str | None = None
+    syntax: str | None = None  # the call syntax of the wrapper "auto"; None: read from the model's template
     grammar: str | None = None  # None: the wrapper alias's setting, else auto
     context_window: int | None = Field(default=None, ge=1)
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -164,6 +166,7 @@ def model_route(name: str, model: ModelConfig) -> Route:
         endpoint=model.endpoint,
         model=model.model,
         wrapper=model.wrapper,
+        syntax=model.syntax,
         grammar=model.grammar,
         context_window=model.context_window,
         settings=model.settings,

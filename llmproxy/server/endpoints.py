@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.errors import InvalidRequestError, OutputParseError, invalid_request
 from llmproxy.proxy import (Draft, Plan, check_schemas, draft, finish, parse_request, plan_draft, second_chance,
-                            with_attempts)
+                            streams_calls, with_attempts)
 from llmproxy.route import Route
 from llmproxy.server.chunks import ChatChunks, Chunks, TextChunks
 from llmproxy.server.models import Models
@@ -110,7 +110,8 @@ class ChatGeneration:
         assert self._plan is not None, "chunks follow plan"
         options = self.request.stream_options
         return ChatChunks(self._plan.rendered, self.request.model or self.route.name,
-                          include_usage=bool(options and options.include_usage))
+                          include_usage=bool(options and options.include_usage), form=self.request.answer_form,
+                          stream_calls=streams_calls(self._plan))
 
     def finish(self, completion: Completion, completion_count: TokenCount) -> BaseModel:
         assert self._plan is not None, "finish follows plan"

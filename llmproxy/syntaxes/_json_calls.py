@@ -9,6 +9,7 @@ schema follows), reading calls back out of repaired JSON values, and writing a p
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +53,12 @@ def call_object_rule(rules: RuleSet, definitions: Sequence[FunctionDefinition], 
     name_and_arguments = rules.rule("call-body", " | ".join(named))
     # No space between "{" and "name": the object starts with the very trigger word ``{"name"``.
     return rules.rule("call", f'"{{" {key_value("name", name_and_arguments)} ws "}}"')
+
+
+def call_object_head(arguments_key: str) -> re.Pattern[str]:
+    """A call object up to its arguments, as ``call_object_rule`` writes it (the name first)."""
+    return re.compile(r'\{\s*"name"\s*:\s*"(?P<name>(?:[^"\\]|\\.)*)"\s*,\s*'
+                      + re.escape(json.dumps(arguments_key)) + r"\s*:\s*")
 
 
 def checked_size(text: str) -> str:

@@ -1,106 +1,61 @@
 """Streaming scanners: read a model's answer piece by piece and say which part is content so far.
 
 ``ThoughtsScanner`` reads one JSON string value (MemGPT's inner monologue) out of a JSON object being
-written; ``TextScanner`` passes plain text through, trimmed and cut at the first end-of-turn marker.
-Both are pure and synchronous: whoever streams drives them.
+written; ``TextScanner`` passes plain text through, trimmed and cut at the first end-of-turn marker;
+``CallScanner`` reads calls with JSON arguments out of a call section. All are pure and synchronous:
+whoever streams drives them.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 
-from llmproxy.syntaxes.base import Streamed
+from llmproxy.syntaxes._json_stream import CanonicalJSON, StringDecoder
+from llmproxy.syntaxes.base import CallPiece, Streamed
 
-_HEX = frozenset("0123456789abcdefABCDEF")
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+MAX_HEAD = 1024  # text kept while waiting for a call's head: longer than any head a grammar writes
 
 
 class ThoughtsScanner:
     """Reads the value of the first ``key`` (``"inner_thoughts"``) out of JSON text fed in pieces.
 
-    A small JSON lexer: it follows strings (so a key inside a string value is not mistaken for one)
-    and decodes escapes, including ``\\uXXXX`` and surrogate pairs split across pieces. Text that is
-    not yet decidable (half an escape) waits for the next piece.
+    It follows strings (so a key inside a string value is not mistaken for one) and decodes them as
+    JSON does; text that is not yet decidable (half an escape) waits for the next piece.
     """
 
     def __init__(self, key: str = "inner_thoughts") -> None:
         self._wanted = key
-        self._in_string = False
-        self._capturing = False  # inside the inner_thoughts value
+        self._string: StringDecoder | None = None  # the string being read
+        self._capturing = False  # it is the inner_thoughts value
         self._done = False
-        self._escape: str | None = None  # "" after a backslash, then the escape so far ("u12")
-        self._high_surrogate: str | None = None
-        self._key: list[str] = []  # raw text of the string being read (keys are short)
+        self._key: list[str] = []  # the decoded text of a string that is not captured
         self._last_string: str | None = None  # the last string closed outside any value capture
         self._expect_value = False  # just read '"inner_thoughts":'
 
     def feed(self, text: str) -> Streamed:
         """The part of the inner thoughts (the answer's content) that ``text`` completes."""
         out: list[str] = []
-        for char in text:
-            if self._done:
-                break
-            if self._in_string:
-                self._string_char(char, out)
-            elif char == '"':
-                self._in_string, self._capturing, self._key = True, self._expect_value, []
+        position = 0
+        while position < len(text) and not self._done:
+            if self._string is not None:
+                position = self._string.feed(text, position, out if self._capturing else self._key)
+                if self._string.closed:
+                    self._string = None
+                    self._done = self._capturing
+                    self._last_string = "".join(self._key)
+                continue
+            char = text[position]
+            position += 1
+            if char == '"':
+                self._string, self._capturing, self._key = StringDecoder(), self._expect_value, []
                 self._expect_value = False
             elif char == ":" and self._last_string == self._wanted:
                 self._expect_value, self._last_string = True, None
             elif not char.isspace():
                 self._expect_value, self._last_string = False, None
         return Streamed(content="".join(out))
-
-    def _string_char(self, char: str, out: list[str]) -> None:
-        if self._escape is not None:
-            self._escaped_char(char, out)
-        elif char == "\\":
-            self._escape = ""
-        elif char == '"':
-            self._close_string(out)
-        elif self._capturing:
-            self._emit(char, out)
-        elif len(self._key) <= len(self._wanted):
-            self._key.append(char)
-
-    def _escaped_char(self, char: str, out: list[str]) -> None:
-        sequence = self._escape + char
-        self._escape = None
-        if sequence[0] != "u":
-            if self._capturing:
-                self._emit(_ESCAPES.get(char, "\\" + char), out)
-            return
-        if len(sequence) > 1 and char not in _HEX:
-            # Not a real \u escape: keep it verbatim, as a lenient parser would, and read on from char.
-            if self._capturing:
-                self._emit("\\" + sequence[:-1], out)
-            self._string_char(char, out)
-        elif len(sequence) < 5:
-            self._escape = sequence
-        elif self._capturing:
-            self._emit(chr(int(sequence[1:], 16)), out)
-
-    def _emit(self, char: str, out: list[str]) -> None:
-        # A high surrogate waits for its low half; Python's json joins such a pair into one character.
-        if self._high_surrogate is not None:
-            high, self._high_surrogate = self._high_surrogate, None
-            if "\udc00" <= char <= "\udfff":
-                out.append(chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(char) - 0xDC00)))
-                return
-            out.append(high)
-        if "\ud800" <= char <= "\udbff":
-            self._high_surrogate = char
-        else:
-            out.append(char)
-
-    def _close_string(self, out: list[str]) -> None:
-        self._in_string = False
-        if self._capturing:
-            if self._high_surrogate is not None:
-                out.append(self._high_surrogate)
-            self._done = True
-        else:
-            self._last_string = "".join(self._key)
 
 
 class TextScanner:
@@ -132,3 +87,49 @@ class TextScanner:
         ready = pending[: len(pending) - keep].rstrip()
         self._pending = pending[len(ready):]
         return ready
+
+
+class CallScanner:
+    """Streams the calls of a call section while they are written: a call's name once its head is
+    read, then its arguments re-written as the response writes them (``CanonicalJSON``), piece by piece.
+
+    ``head`` matches what a call starts with, up to where its JSON arguments begin, and captures the
+    function's ``name`` (a JSON string's inside). Meant for calls a grammar wrote: their final
+    arguments continue what was streamed.
+    """
+
+    def __init__(self, head: re.Pattern[str]) -> None:
+        self._head = head
+        self._pending = ""
+        self._arguments: CanonicalJSON | None = None  # the arguments being read
+        self._count = 0  # calls read in full
+
+    def feed(self, text: str) -> tuple[CallPiece, ...]:
+        pieces: list[CallPiece] = []
+        self._pending += text
+        while self._pending:
+            if self._arguments is None:
+                found = self._head.search(self._pending)
+                if found is None:
+                    self._pending = self._pending[-MAX_HEAD:]
+                    break
+                pieces.append(CallPiece(self._count, name=self._name(found.group("name"))))
+                self._pending = self._pending[found.end():]
+                self._arguments = CanonicalJSON()
+                continue
+            written, used = self._arguments.feed(self._pending)
+            self._pending = self._pending[used:]
+            if written:
+                pieces.append(CallPiece(self._count, arguments=written))
+            if not self._arguments.done:
+                break
+            self._arguments = None
+            self._count += 1
+        return tuple(pieces)
+
+    @staticmethod
+    def _name(name: str) -> str:
+        try:
+            return json.loads(f'"{name}"')
+        except ValueError:
+            return name

@@ -14,6 +14,7 @@ to read calls out of it, and how a past call is written.
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Sequence
 
 from llmproxy._bounded_cache import MIB, bounded_cache
@@ -21,11 +22,13 @@ from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import OutputParseError
 from llmproxy.syntaxes._free_text import text_without
 from llmproxy.syntaxes._json_calls import checked_size, definitions_key, load_definitions
+from llmproxy.syntaxes._scanners import CallScanner
 from llmproxy.syntaxes.base import (
     Answer,
     AnswerShape,
     Call,
     CallMode,
+    CallPiece,
     CallSyntax,
     Grammar,
     LazyGrammar,
@@ -62,6 +65,11 @@ class SectionSyntax(CallSyntax):
     def render_calls(self, calls: Sequence[FunctionCall]) -> str:
         """Past calls written as the model writes them."""
 
+    def call_head(self) -> re.Pattern[str] | None:
+        """What a call starts with, up to its JSON arguments, capturing the function's ``name`` (a JSON
+        string's inside): for streaming calls as they are written. None: sent once read and checked."""
+        return None
+
     # --- the protocol -----------------------------------------------------------------------------
 
     def shape(self, call: CallMode, functions: Sequence[FunctionDefinition], allowed: Sequence[str], *,
@@ -91,8 +99,10 @@ class SectionSyntax(CallSyntax):
         calls, repairs = self.read_calls(text[start:])
         return Answer(text[:start].strip() or None, tuple(calls), repairs)
 
-    def scanner(self, shape: AnswerShape) -> SectionScanner:
-        return SectionScanner(self.triggers(shape.allowed), shape.reasoning)
+    def scanner(self, shape: AnswerShape, *, calls: bool = False) -> SectionScanner:
+        head = self.call_head() if calls else None
+        return SectionScanner(self.triggers(shape.allowed), shape.reasoning,
+                              CallScanner(head) if head is not None else None)
 
 
 @bounded_cache(32 * MIB)
@@ -136,13 +146,14 @@ def split_reasoning(text: str, reasoning: Reasoning | None) -> tuple[str | None,
 
 
 class SectionScanner:
-    """Streams reasoning and content as they are generated, and stops at the call section (the calls
-    are sent once they have been read and checked). Like the final answer, each part is trimmed:
-    whitespace, and text that may be the start of a marker, wait for the next piece."""
+    """Streams reasoning and content as they are generated, then the call section's calls to ``calls``
+    (without one, the calls are sent once they have been read and checked). Like the final answer, each
+    part is trimmed: whitespace, and text that may be the start of a marker, wait for the next piece."""
 
-    def __init__(self, triggers: Sequence[str], reasoning: Reasoning | None) -> None:
+    def __init__(self, triggers: Sequence[str], reasoning: Reasoning | None, calls: CallScanner | None = None) -> None:
         self._triggers = tuple(triggers)
         self._reasoning = reasoning
+        self._calls = calls
         self._state = "reasoning" if reasoning is not None and reasoning.opened else "start"
         self._pending = ""
         self._started = {"reasoning": False, "content": False}
@@ -152,7 +163,11 @@ class SectionScanner:
         parts = {"reasoning": [], "content": []}
         while self._state != "calls" and self._advance(parts):
             pass
-        return Streamed("".join(parts["content"]), "".join(parts["reasoning"]))
+        calls: tuple[CallPiece, ...] = ()
+        if self._state == "calls":
+            calls = self._calls.feed(self._pending) if self._calls is not None else ()
+            self._pending = ""
+        return Streamed("".join(parts["content"]), "".join(parts["reasoning"]), calls)
 
     def _advance(self, parts: dict[str, list[str]]) -> bool:
         """Read what the pending text decides; False when the rest must wait for more text."""
@@ -172,8 +187,10 @@ class SectionScanner:
         self._emit(self._state, ready, parts, final=marker is not None)
         if marker is None:
             return False
-        self._pending = self._pending[len(marker):]
-        self._state = "content" if marker == getattr(self._reasoning, "close", None) else "calls"
+        if marker == getattr(self._reasoning, "close", None):
+            self._pending, self._state = self._pending[len(marker):], "content"
+        else:
+            self._state = "calls"  # the call section starts with its trigger word
         return True
 
     def _emit(self, kind: str, ready: str, parts: dict[str, list[str]], *, final: bool) -> None:

@@ -110,11 +110,22 @@ class TurnText:
 
 
 @dataclass(frozen=True)
+class CallPiece:
+    """A piece of a call being streamed: ``name`` opens call number ``index``; ``arguments`` continues
+    that call's arguments, as the response will write them (``json.dumps``)."""
+
+    index: int
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
 class Streamed:
-    """What a piece of a streamed answer adds to the answer's content and to its reasoning."""
+    """What a piece of a streamed answer adds to the answer's content, its reasoning and its calls."""
 
     content: str = ""
     reasoning: str = ""
+    calls: tuple[CallPiece, ...] = ()
 
 
 class Scanner(Protocol):
@@ -132,6 +143,9 @@ class CallSyntax(abc.ABC):
     parallel_calls: bool = False
     #: True when the answer's content is the model's inner monologue (MemGPT), not text for the user.
     content_is_thoughts: bool = False
+    #: The macro of wrappers/_tools.jinja that lists the tools and teaches this syntax, for a model whose
+    #: own template knows no tools (wrapper "auto"); None where there is none.
+    instructions: str | None = None
 
     def template_context(self) -> Mapping[str, Any]:
         """Extra variables the wrapper's template sees (e.g. where the inner monologue goes)."""
@@ -173,5 +187,7 @@ class CallSyntax(abc.ABC):
         return -1
 
     @abc.abstractmethod
-    def scanner(self, shape: AnswerShape) -> Scanner:
-        """A scanner for streaming the answer's content (and reasoning) while it is generated."""
+    def scanner(self, shape: AnswerShape, *, calls: bool = False) -> Scanner:
+        """A scanner for streaming the answer's content (and reasoning) while it is generated; with
+        ``calls``, also its calls, where the syntax can stream them (a grammar wrote them, so they need
+        no repair that could change what was sent)."""

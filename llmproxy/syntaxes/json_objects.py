@@ -18,7 +18,7 @@ from typing import Any
 from llmproxy._gbnf_schema import RuleSet
 from llmproxy.errors import JSONRepairError, OutputParseError
 from llmproxy.repair import repair_all, repair_value
-from llmproxy.syntaxes._json_calls import call_from_value, call_json, call_object_rule
+from llmproxy.syntaxes._json_calls import call_from_value, call_json, call_object_head, call_object_rule
 from llmproxy.syntaxes._sections import SectionSyntax
 from llmproxy.syntaxes.base import AnswerShape, Call
 from llmproxy.types import FunctionCall, FunctionDefinition
@@ -32,6 +32,7 @@ _SECTION_START = re.compile(r'\[?\s*\{\s*"name"\s*:')
 class JSONObjectSyntax(SectionSyntax):
     name = "json"
     parallel_calls = True
+    instructions = "json_instructions"
 
     def __init__(self, *, arguments_key: str = "arguments") -> None:
         self.arguments_key = arguments_key
@@ -53,6 +54,9 @@ class JSONObjectSyntax(SectionSyntax):
         if not parallel:
             return call
         return rules.rule("calls", f'{call} | "[" {call} ( ws "," ws {call} )* ws "]"')
+
+    def call_head(self) -> re.Pattern[str]:
+        return call_object_head(self.arguments_key)
 
     def read_calls(self, section: str) -> tuple[list[Call], tuple[str, ...]]:
         try:

@@ -169,7 +169,8 @@ class MemGPTSyntax(CallSyntax):
         content = thoughts if isinstance(thoughts, str) else inner if isinstance(inner, str) else None
         return Answer(content, (Call(name, params),), repaired.repairs + extra_repairs)
 
-    def scanner(self, shape: AnswerShape) -> Scanner:
+    def scanner(self, shape: AnswerShape, *, calls: bool = False) -> Scanner:
+        # The call is sent once read and checked: MemGPT's heartbeat rule may still change its arguments.
         scanner = ThoughtsScanner()
         scanner.feed(shape.prefix)  # the answer continues the prompt's prefix
         return scanner

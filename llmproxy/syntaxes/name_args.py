@@ -25,6 +25,7 @@ TRIGGER = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
 _NAME = re.compile(r"\s*([^\s\[{]+)\s*")
 _SPACE = re.compile(r"\s*")
+_HEAD = re.compile(re.escape(TRIGGER) + r"(?P<name>[^\s\[{]+?)" + re.escape(ARGS))  # as the grammar writes it
 _DECODER = json.JSONDecoder(strict=False)  # raw line breaks in strings, as the repair accepts them
 
 
@@ -44,6 +45,9 @@ class NameArgsSyntax(SectionSyntax):
         call = rules.rule("call", " | ".join(named))
         # The model writes its calls back to back, nothing between them.
         return rules.rule("calls", f"{call}+" if parallel else call)
+
+    def call_head(self) -> re.Pattern[str]:
+        return _HEAD
 
     def read_calls(self, section: str) -> tuple[list[Call], tuple[str, ...]]:
         calls: list[Call] = []

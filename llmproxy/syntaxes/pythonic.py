@@ -43,6 +43,7 @@ _JSON_NAMES = {"true": True, "false": False, "null": None}
 
 class PythonicSyntax(SectionSyntax):
     name = "pythonic"
+    instructions = "pythonic_instructions"
 
     def triggers(self, allowed: Sequence[str]) -> tuple[str, ...]:
         return tuple(f"[{name}(" for name in allowed)

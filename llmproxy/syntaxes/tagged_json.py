@@ -18,7 +18,7 @@ from typing import Any
 from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import JSONRepairError, OutputParseError
 from llmproxy.repair import repair_all, repair_value
-from llmproxy.syntaxes._json_calls import call_from_value, call_json, call_object_rule
+from llmproxy.syntaxes._json_calls import call_from_value, call_json, call_object_head, call_object_rule
 from llmproxy.syntaxes._sections import SectionSyntax
 from llmproxy.syntaxes.base import Call
 from llmproxy.types import FunctionCall, FunctionDefinition
@@ -39,6 +39,7 @@ def _values(text: str, expect: str, raw: str) -> tuple[list[Any], tuple[str, ...
 
 class HermesSyntax(SectionSyntax):
     name = "hermes"
+    instructions = "hermes_instructions"
 
     def __init__(self, *, open: str = "<tool_call>", close: str = "</tool_call>") -> None:
         self.open, self.close = open, close
@@ -55,6 +56,9 @@ class HermesSyntax(SectionSyntax):
         call = call_object_rule(rules, definitions, "arguments")
         block = rules.rule("call-block", f'{gbnf_literal(self.open)} ws {call} ws {gbnf_literal(self.close)}')
         return rules.rule("calls", f"{block} ( ws {block} )*" if parallel else block)
+
+    def call_head(self) -> re.Pattern[str]:
+        return call_object_head("arguments")
 
     def read_calls(self, section: str) -> tuple[list[Call], tuple[str, ...]]:
         calls: list[Call] = []
@@ -83,6 +87,9 @@ class MistralSyntax(SectionSyntax):
         call = call_object_rule(rules, definitions, "arguments")
         more = f'( ws "," ws {call} )*' if parallel else ""
         return rules.rule("calls", f'{gbnf_literal(self.trigger)} ws "[" ws {call} {more} ws "]"')
+
+    def call_head(self) -> re.Pattern[str]:
+        return call_object_head("arguments")
 
     def read_calls(self, section: str) -> tuple[list[Call], tuple[str, ...]]:
         values, repairs = _values(section[len(self.trigger):], "array", section)

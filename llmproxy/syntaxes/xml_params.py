@@ -43,6 +43,7 @@ _END_FUNCTION = re.compile(r"\s*</function>")
 
 class XMLParamsSyntax(SectionSyntax):
     name = "xml"
+    instructions = "qwen_coder_instructions"
     preserved_tokens = (OPEN, CLOSE)
 
     def triggers(self, allowed: Sequence[str]) -> tuple[str, ...]:
@@ -53,8 +54,8 @@ class XMLParamsSyntax(SectionSyntax):
         found = [i for i in (text.find(OPEN), bare.start() if bare else -1) if i >= 0]
         return min(found, default=-1)
 
-    def scanner(self, shape: AnswerShape) -> SectionScanner:
-        return SectionScanner((OPEN, FUNCTION), shape.reasoning)
+    def scanner(self, shape: AnswerShape, *, calls: bool = False) -> SectionScanner:
+        return SectionScanner((OPEN, FUNCTION), shape.reasoning)  # arguments are typed once a call is read
 
     def section_rule(self, rules: RuleSet, definitions: Sequence[FunctionDefinition], parallel: bool) -> str:
         text = text_without(rules, [END_PARAMETER], "parameter-text")

@@ -8,7 +8,9 @@ registering it.
   appear in it;
 - past calls written by ``render_turn`` parse back into the same calls (the model is shown what it
   is asked to write);
-- the stream scanner never passes a call's text on as content.
+- the stream scanner never passes a call's text on as content, and where it streams calls (those
+  with JSON arguments) what it streams of any answer the grammar admits is the answer's calls exactly,
+  as the response writes them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from grammar_walk import accepts, sample
 
 from llmproxy.grammar import validate_grammar
 from llmproxy.syntaxes import SYNTAX_NAMES, create_syntax
+from llmproxy.syntaxes._sections import split_reasoning
 from llmproxy.syntaxes.base import Reasoning
 from llmproxy.types import FunctionCall, FunctionDefinition
 
@@ -176,3 +179,48 @@ def test_the_scanner_never_streams_a_call_as_content(name):
         cuts = sorted(rng.sample(range(1, len(text)), 10))
         streamed = "".join(scanner.feed(text[a:b]).content for a, b in zip([0, *cuts], [*cuts, len(text)]))
         assert streamed == "Checking two things."
+
+
+# Syntaxes whose calls stream as they are written; the others send a call once it is read and checked.
+STREAMS_CALLS = {"json", "llama3", "hermes", "mistral", "mistral-v11"}
+
+
+def streamed_calls(scanner, text, rng):
+    """(content, [name, arguments] of each call) that ``scanner`` streams of ``text`` cut at random places."""
+    cuts = sorted(rng.sample(range(1, len(text)), min(12, max(len(text) - 1, 0))))
+    content, calls = "", []
+    for a, b in zip([0, *cuts], [*cuts, len(text)]):
+        piece = scanner.feed(text[a:b])
+        content += piece.content
+        for call in piece.calls:
+            if call.name is not None:
+                assert call.index == len(calls)
+                calls.append([call.name, ""])
+            calls[call.index][1] += call.arguments
+    return content, calls
+
+
+@pytest.mark.parametrize("name,call,parallel", [case for case in CASES if case[0] != "memgpt"])
+def test_streamed_calls_are_the_calls_the_answer_holds(name, call, parallel):
+    answer_shape = shape(name, call, parallel, reasoning=Reasoning() if parallel else None)
+    grammar = answer_shape.syntax.grammar(answer_shape)
+    rng = random.Random(f"stream/{name}/{call}/{parallel}")
+    literals = json.dumps([f.model_dump() for f in FUNCTIONS]) + "".join(grammar.lazy.triggers if grammar.lazy else ())
+    for _ in range(12):
+        text = sample(grammar.text, rng, literals, words=markers(grammar))
+        scanner = answer_shape.syntax.scanner(answer_shape, calls=True)
+        _, calls = streamed_calls(scanner, text, rng)
+        answer = answer_shape.syntax.parse(split_reasoning(text, answer_shape.reasoning)[1], answer_shape)
+        expected = [[c.name, json.dumps(c.arguments, ensure_ascii=False)] for c in answer.calls]
+        assert calls == (expected if name in STREAMS_CALLS else []), text
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS_CALLS))
+def test_calls_stream_only_when_asked(name):
+    answer_shape = shape(name, "optional", parallel=True)
+    calls = CALLS if answer_shape.parallel else CALLS[:1]
+    text = "Checking.\n" + "\n".join(answer_shape.syntax.render_turn("", calls).calls)
+    assert streamed_calls(answer_shape.syntax.scanner(answer_shape), text, random.Random(name)) == ("Checking.", [])
+    content, streamed = streamed_calls(answer_shape.syntax.scanner(answer_shape, calls=True), text, random.Random(name))
+    assert content == "Checking."
+    assert streamed == [[c.name, json.dumps(json.loads(c.arguments))] for c in calls]
