@@ -6,9 +6,10 @@ it up (the same variables, functions and ``tojson``): the prompt is byte for byt
 tooling renders, but for client text neutralised and a leading BOS left to the backend. What a TOML
 file says for a written wrapper is read from the template text here: the call syntax (``<tool_call>``
 means Hermes-style calls, ``[TOOL_CALLS]`` Mistral's...), the end-of-turn markers (stop strings), the
-special tokens client text must not forge, and a ``<think>`` block. A template that knows no tools
-(SmolLM2's) gets the tool list and the JSON call instructions of the ``json`` syntax in its system
-message, and past calls written as that syntax writes them.
+special tokens client text must not forge, and a reasoning block (``<think>``, ``[THINK]``). A route
+may name the call syntax instead. A template that knows no tools (SmolLM2's) gets the tool list and
+the call instructions of the syntax (``json`` unless the route names another) in its system message,
+and past calls written as that syntax writes them.
 """
 
 from __future__ import annotations
@@ -117,21 +118,27 @@ _TURN_MARKERS = ("<|im_end|>", "<|im_start|>", "<|eot_id|>", "<|eom_id|>", "<|en
                  "<|END_OF_TURN_TOKEN|>", "<｜end▁of▁sentence｜>", "<｜User｜>")
 
 
-def _syntax_name(text: str) -> str | None:
-    """The call syntax the template writes calls in; None when it knows no tools."""
-    if "<function=" in text and "xml" in SYNTAX_NAMES:  # Qwen3-Coder: <tool_call><function=...>
-        return "xml"
+def _detected_syntax(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The call syntax the template writes calls in, and its options; None when it knows no tools."""
+    if "<function=" in text:  # Qwen3-Coder: <tool_call><function=...>
+        return "xml", {}
     if "<tool_call>" in text:
-        return "hermes"
+        return "hermes", {}
     if "[TOOL_CALLS]" in text:
-        return "mistral-v11" if "[ARGS]" in text and "mistral-v11" in SYNTAX_NAMES else "mistral"
+        return ("mistral-v11" if "[ARGS]" in text else "mistral"), {}
+    if "<|tool_call|>" in text:  # Granite 3: <|tool_call|>[{"name": ..., "arguments": ...}]
+        return "mistral", {"trigger": "<|tool_call|>"}
     if "<|python_tag|>" in text or ('"parameters"' in text and "ipython" in text):
-        return "llama3"
+        return "llama3", {}
     return None
 
 
+# The tags of the reasoning blocks families write: DeepSeek R1's and Qwen 3's, Magistral's.
+_REASONING_TAGS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
+
+
 def _reasoning(text: str) -> Reasoning | None:
-    return Reasoning() if "<think>" in text else None
+    return next((Reasoning(open, close) for open, close in _REASONING_TAGS if open in text), None)
 
 
 def _token(text: str | None) -> str | None:
@@ -162,9 +169,12 @@ def model_wrapper(template: ChatTemplate, syntax_name: str | None = None) -> Mod
 
 @lru_cache(maxsize=16)
 def _model_wrapper(template: ChatTemplate, syntax_name: str | None) -> ModelTemplateWrapper:
-    detected = _syntax_name(template.tool_use_text or template.text)
+    detected = _detected_syntax(template.tool_use_text or template.text)
     where = f"the model's chat template ({template.source})"
-    syntax = create_syntax(syntax_name or detected or "json", {}, "the route's syntax" if syntax_name else where)
+    if syntax_name:
+        syntax = create_syntax(syntax_name, {}, "the route's syntax")
+    else:
+        syntax = create_syntax(*(detected or ("json", {})), where)
     if detected is None and syntax.instructions is None:
         raise ConfigurationError(
             f"{where} knows no tools, so llmproxy teaches the model a call syntax in its system message, and "
@@ -182,7 +192,8 @@ def _model_wrapper(template: ChatTemplate, syntax_name: str | None) -> ModelTemp
         name=AUTO,
         description=f"{where}, calls in the {syntax.name} syntax" + (" (the route's)" if syntax_name else "")
                     + ("" if detected else " (the template knows no tools: they go into its system message)"),
-        template=AUTO, call="optional", syntax=syntax, answer={"syntax": syntax.name, "call": "optional"},
+        template=AUTO, call="optional", syntax=syntax,
+        answer={"syntax": syntax.name, "call": "optional", **(detected[1] if detected and not syntax_name else {})},
         text_prefix="", stop=tuple(dict.fromkeys(filter(None, stop))), reserved=tuple(dict.fromkeys(reserved)),
         options={}, aliases={}, origin=Path(template.source), reasoning=reasoning)
     tool_template = _compile(template.tool_use_text, where) if template.tool_use_text else None

@@ -365,6 +365,20 @@ def test_the_call_syntax_is_read_from_the_template(text, syntax):
     assert model_wrapper(_template(text)).spec.syntax.name == syntax
 
 
+def test_granite_writes_mistrals_call_array_after_its_own_tag():
+    wrapper = model_wrapper(_template("{{ '<|start_of_role|>assistant<|end_of_role|><|tool_call|>' }}", bos=None,
+                                      eos="<|end_of_text|>"))
+    assert wrapper.spec.syntax.name == "mistral" and wrapper.spec.answer["trigger"] == "<|tool_call|>"
+    assert "<|tool_call|>" in wrapper.spec.reserved
+    shape = wrapper.shape("optional", [FunctionDefinition(**WEATHER)], ["get_weather"], named=False, parallel=True,
+                          first_message=False, primed=True)
+    answer = wrapper.spec.syntax.parse('Sure.<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Rome"}}]',
+                                       shape)
+    assert answer.content == "Sure." and [(c.name, c.arguments) for c in answer.calls] == [
+        ("get_weather", {"city": "Rome"})]
+    assert wrapper.spec.syntax.grammar(shape).lazy.triggers == ("<|tool_call|>",)
+
+
 @pytest.mark.parametrize(("syntax", "taught"), [
     ("hermes", "within <tool_call></tool_call> XML tags"),
     ("pythonic", "[func_name1(params_name1=params_value1"),
@@ -440,6 +454,9 @@ def test_a_template_with_think_gets_a_reasoning_block_and_the_request_can_turn_i
     assert off.prompt.endswith("<think>\n\n</think>\n\n") and off.shape.reasoning.opened is False
     opened = _render(_template("{{ 'A: <think>\\n' }}{# </think> #}"), [{"role": "user", "content": "Hi"}])
     assert opened.shape.reasoning.opened is True
+    magistral = model_wrapper(_template("{{ '[SYSTEM_PROMPT]Draft in [THINK]...[/THINK] first.' }}"))
+    assert (magistral.spec.reasoning.open, magistral.spec.reasoning.close) == ("[THINK]", "[/THINK]")
+    assert {"[THINK]", "[/THINK]"} <= set(magistral.spec.reserved)
 
 
 # --- a Hugging Face-compatible sandbox -------------------------------------------------------

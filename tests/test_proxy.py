@@ -307,3 +307,14 @@ def test_calls_stream_as_written_only_when_a_grammar_writes_them(memgpt_function
                   grammar=grammar, context_window=4096)
     planned = plan(_request(memgpt_functions, tools=tools, tool_choice=choice), route)
     assert streams_calls(planned) is streams
+
+
+def test_magistral_reasons_in_think_tags_then_calls(memgpt_functions):
+    answer = '[THINK]The user wants the weather.[/THINK]Checking.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'
+    backend = ScriptedBackend(Completion(answer + "</s>"))
+    response = chat_completion(_request(memgpt_functions, tools=WEATHER), _route(backend, "magistral"))
+    message = response.choices[0].message
+    assert message.reasoning_content == message.reasoning == "The user wants the weather."
+    assert message.content == "Checking."
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
+        ("get_weather", {"city": "Paris"})]

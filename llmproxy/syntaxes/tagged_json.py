@@ -6,7 +6,7 @@ own tag): content may come first, then one ``<tool_call>`` block per call, each 
 ``{"name": ..., "arguments": {...}}`` object. Options: ``open``/``close`` (the tags).
 
 ``mistral`` (Mistral 7B v0.3, Nemo, Small): content may come first, then ``[TOOL_CALLS]`` and a JSON
-array of call objects.
+array of call objects. Option: ``trigger`` (Granite 3 writes the same array after ``<|tool_call|>``).
 """
 
 from __future__ import annotations
@@ -77,8 +77,10 @@ class HermesSyntax(SectionSyntax):
 
 class MistralSyntax(SectionSyntax):
     name = "mistral"
-    trigger = "[TOOL_CALLS]"
-    preserved_tokens = ("[TOOL_CALLS]",)
+
+    def __init__(self, *, trigger: str = "[TOOL_CALLS]") -> None:
+        self.trigger = trigger
+        self.preserved_tokens = (trigger,)
 
     def triggers(self, allowed: Sequence[str]) -> tuple[str, ...]:
         return (self.trigger,)
