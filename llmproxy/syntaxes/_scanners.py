@@ -30,7 +30,7 @@ class ThoughtsScanner:
         self._string: StringDecoder | None = None  # the string being read
         self._capturing = False  # it is the inner_thoughts value
         self._done = False
-        self._key: list[str] = []  # the decoded text of a string that is not captured
+        self._key: list[str] = []  # the start of a string that is not captured (keys are short)
         self._last_string: str | None = None  # the last string closed outside any value capture
         self._expect_value = False  # just read '"inner_thoughts":'
 
@@ -41,6 +41,8 @@ class ThoughtsScanner:
         while position < len(text) and not self._done:
             if self._string is not None:
                 position = self._string.feed(text, position, out if self._capturing else self._key)
+                if not self._capturing:  # only a key equal to the wanted one matters: keep no more of it
+                    self._key = ["".join(self._key)[: len(self._wanted) + 1]]
                 if self._string.closed:
                     self._string = None
                     self._done = self._capturing
