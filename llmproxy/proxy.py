@@ -22,6 +22,7 @@ from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, response_message, schema_problem
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
+from llmproxy.loops import looping_unit
 from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.constraints import Constraint, format_schema
 from llmproxy.errors import (
@@ -280,7 +281,13 @@ def _in_requested_format(answer: Answer, response_format: ResponseFormat | None,
 
 def _read_cut_calls(plan: Plan, thought: str | None, text: str, completion: Completion) -> Answer:
     """An answer cut at the token limit: its calls where they can be read (a repair may close them),
-    else what was written, as text - OpenAI's way: ``finish_reason`` "length" says the rest."""
+    else what was written, as text - OpenAI's way: ``finish_reason`` "length" says the rest. An answer
+    that went round in a loop until the limit is an error instead (llmproxy.loops)."""
+    unit = looping_unit(completion.text)
+    if unit is not None:
+        shown = unit if len(unit) <= 60 else unit[:57] + "..."
+        raise OutputParseError(f"The answer went round in a loop: it wrote {shown!r} over and over until the "
+                               f"token limit ({plan.params.max_tokens}).", completion.text)
     try:
         return _read_calls(plan, thought, text, completion)
     except OutputParseError:

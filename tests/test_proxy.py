@@ -156,6 +156,20 @@ def test_a_call_cut_at_the_token_limit_comes_back_as_openai_does_it(memgpt_funct
     assert len(backend.calls) == 1  # the same limit would cut a second try too
 
 
+def test_a_call_cut_while_going_round_in_a_loop_gets_a_second_chance(memgpt_functions):
+    loop = ' "send_message",\n  "params": {\n    "message": "Hello' + " and hello again," * 6
+    backend = ScriptedBackend(Completion(loop, "length"), Completion(SEND))
+    response = chat_completion(_request(memgpt_functions), _route(backend))
+    assert response.choices[0].finish_reason == "tool_calls" and response.llmproxy.attempts == 2
+    assert "went round in a loop: it wrote ' and hello again,' over and over" in backend.calls[1][0]
+
+
+def test_an_answer_that_loops_every_time_is_an_error_saying_so(memgpt_functions):
+    loop = Completion(' "send_message",\n  "params": {\n    "message": "' + "na " * 40, "length")
+    with pytest.raises(OutputParseError, match=r"loop: it wrote 'na ' over and over until the token limit \(\d+\)"):
+        chat_completion(_request(memgpt_functions), _route(ScriptedBackend(loop, loop, loop)))
+
+
 def test_length_finish_is_reported_even_when_repaired(memgpt_functions):
     backend = ScriptedBackend(Completion(' "send_message",\n  "params": {\n    "message": "Hello', "length"))
     response = chat_completion(_request(memgpt_functions), _route(backend))
