@@ -37,7 +37,7 @@ from llmproxy.repair import repair_value
 from llmproxy.route import DEFAULT_RETRIES, Route, build_route
 from llmproxy.settings import deep_merge, to_generation_params
 from llmproxy.syntaxes._sections import split_reasoning
-from llmproxy.syntaxes.base import Answer, AnswerShape, CallMode
+from llmproxy.syntaxes.base import Answer, AnswerShape, Call, CallMode
 from llmproxy.tokens import TokenCount, answer_tokens, count_tokens
 from llmproxy.types import (
     ChatCompletion,
@@ -247,6 +247,8 @@ def _read_calls(plan: Plan, thought: str | None, text: str, completion: Completi
         calls, repairs = answer.calls, answer.repairs
         if len(calls) > 1 and not shape.parallel:
             calls, repairs = calls[:1], repairs + ("drop_extra_calls",)
+        if completion.finish_reason == "length":
+            calls, repairs = _without_a_broken_last_call(calls, repairs, shape, raw)
         checked = tuple(check_call(call, shape.functions, shape.allowed, raw) for call in calls)
         if plan.route.function_correction:
             checked = tuple(apply_heartbeat_rule(call, plan.request.messages, shape.functions) for call in checked)
@@ -259,6 +261,19 @@ def _read_calls(plan: Plan, thought: str | None, text: str, completion: Completi
         if not hint and exc.raw == raw:
             raise
         raise type(exc)(exc.reason + hint, raw) from exc
+
+
+def _without_a_broken_last_call(calls: tuple[Call, ...], repairs: tuple[str, ...], shape: AnswerShape,
+                                raw: str) -> tuple[tuple[Call, ...], tuple[str, ...]]:
+    """The calls of an answer cut at the token limit, less the last one where the cut left it unusable
+    and whole calls come before it: those stand, and ``finish_reason`` "length" tells the rest."""
+    if len(calls) < 2:
+        return calls, repairs
+    try:
+        check_call(calls[-1], shape.functions, shape.allowed, raw)
+    except OutputParseError:
+        return calls[:-1], repairs + ("drop_cut_call",)
+    return calls, repairs
 
 
 def _in_requested_format(answer: Answer, response_format: ResponseFormat | None, raw: str) -> Answer:

@@ -332,3 +332,24 @@ def test_magistral_reasons_in_think_tags_then_calls(memgpt_functions):
     assert message.content == "Checking."
     assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
         ("get_weather", {"city": "Paris"})]
+
+
+def test_parallel_calls_cut_at_the_token_limit_keep_the_whole_ones(memgpt_functions):
+    whole = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>\n'
+    answer = whole % "Paris" + whole % "Rome" + '<tool_call>\n{"name": "get_weather", "arguments": {"ci'
+    backend = ScriptedBackend(Completion(answer, "length"))
+    response = chat_completion(_request(memgpt_functions, tools=WEATHER), _route(backend, "hermes"))
+    assert response.choices[0].finish_reason == "length" and len(backend.calls) == 1
+    assert [json.loads(c.function.arguments) for c in response.choices[0].message.tool_calls] == [
+        {"city": "Paris"}, {"city": "Rome"}]
+    assert response.llmproxy.repairs[-1] == "drop_cut_call"
+
+
+def test_a_cut_last_call_that_is_still_whole_is_kept(memgpt_functions):
+    whole = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>\n'
+    answer = whole % "Paris" + '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Ro'
+    response = chat_completion(_request(memgpt_functions, tools=WEATHER),
+                               _route(ScriptedBackend(Completion(answer, "length")), "hermes"))
+    assert [json.loads(c.function.arguments) for c in response.choices[0].message.tool_calls] == [
+        {"city": "Paris"}, {"city": "Ro"}]  # a repair closed it: schema-valid, so OpenAI's partial call
+    assert "drop_cut_call" not in response.llmproxy.repairs
