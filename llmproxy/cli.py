@@ -46,8 +46,9 @@ def serve(
              "connect_timeout, first_token_timeout, read_timeout, fallbacks (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections; "
-             "flags win). A request's model picks one; naming none picks default_model, else the first; an "
-             "unknown name gets default_model, else a 404. "
+             "flags win; and an optional [aliases] table of glob patterns: \"claude-*\" = \"NAME\"). A request's "
+             "model picks one; naming none picks default_model, else the first; an unknown name gets the "
+             "first alias it matches, else default_model, else a 404. "
              "Cannot be combined with the model flags below. "
              "Example: --config ~/.config/llmproxy/server.toml")] = None,
     backend: opt.Backend = None,
@@ -121,7 +122,8 @@ def serve(
         help=f"One of {', '.join(LOG_LEVELS)}. 'info' logs one line per request; 'debug' adds each "
              "rendered prompt and the model's raw output.")] = "info",
 ) -> None:
-    """Serve the OpenAI API (/v1/chat/completions, /v1/completions, /v1/models, /health, /metrics, /docs).
+    """Serve the OpenAI API (/v1/chat/completions, /v1/completions, /v1/responses, /v1/models, /health,
+    /metrics, /docs) and Anthropic's Messages API (/v1/messages).
 
     With no options it serves the embedded SmolLM2 model on http://127.0.0.1:8100/v1.
 
@@ -151,7 +153,7 @@ def serve(
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}
     try:
-        server, routes, limits, fallbacks = serving(config, {k: v for k, v in flags.items() if v is not None})
+        server, routes, limits, fallbacks, aliases = serving(config, {k: v for k, v in flags.items() if v is not None})
     except ConfigurationError as exc:
         raise _fail(exc.message) from None
     listen_host, listen_port = host or server.host, port or server.port
@@ -161,7 +163,8 @@ def serve(
     server_app = create_app(routes, default_model=server.default_model, api_key=api_key,
                             max_body_bytes=server.max_body_bytes,
                             allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
-                            cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks)
+                            cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
+                            aliases=aliases)
     for name, route in routes.items():
         log.info("model %r: backend %s, wrapper %s, grammar %s, context %d tokens", name, route.backend.name,
                  route.wrapper.name, route.grammar, route.context_window)

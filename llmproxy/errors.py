@@ -97,10 +97,16 @@ class AuthenticationError(LLMProxyError):
     code = "invalid_api_key"
 
 
-class ModelNotFoundError(InvalidRequestError):
-    """The request names a model the server does not serve."""
+class NotFoundError(InvalidRequestError):
+    """The request names something the server does not have (a stored response, say)."""
 
     status_code = 404
+    code = "not_found"
+
+
+class ModelNotFoundError(NotFoundError):
+    """The request names a model the server does not serve."""
+
     code = "model_not_found"
 
 

@@ -285,6 +285,8 @@ class ModelTemplateWrapper(Wrapper):
         reserved = self.spec.reserved
         calls = [(neutralise(c.name, reserved), _arguments(c.arguments, reserved)) for c in message.calls()]
         turn: dict[str, Any] = {"role": "assistant", "content": text}
+        if message.thought():  # where the template replays reasoning (Qwen 3's, in a tool loop)
+            turn["reasoning_content"] = neutralise(message.thought(), reserved)
         if message.name:
             turn["name"] = neutralise(message.name, reserved)
         if not calls:

@@ -217,6 +217,8 @@ def finish(plan: Plan, completion: Completion, completion_count: TokenCount | No
             repairs=list(answer.repairs),
             usage_estimated=not (prompt_count.exact and completion_count.exact),
             raw_output=raw,
+            # Only the caller's own stop strings: the wrapper's end-of-turn stops are how every answer ends.
+            stop_sequence=completion.stop_word if completion.stop_word in plan.request.stop_list() else None,
         ),
     )
 

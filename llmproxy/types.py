@@ -110,6 +110,13 @@ class AssistantMessage(_Model):
     name: str | None = None
     function_call: FunctionCall | None = None
     tool_calls: list[ToolCall] | None = None
+    # The turn's reasoning, replayed where the template has a place for it (interleaved thinking in a
+    # tool loop); under either name clients send it (see ResponseMessage).
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+
+    def thought(self) -> str | None:
+        return self.reasoning_content or self.reasoning or None
 
     def calls(self) -> list[FunctionCall]:
         """Every call this message made, whichever form it used."""
@@ -284,8 +291,10 @@ class ProxyInfo(_Model):
     repairs: list[str] = Field(default_factory=list)
     usage_estimated: bool = False
     raw_output: str = ""  # of the last generation
+    stop_sequence: str | None = None  # the request's own stop string that ended the answer, where the backend says
     attempts: int = 1  # generations it took: more than one when an unusable answer got a second chance
     fallbacks: list[Fallback] = Field(default_factory=list)  # the server's models tried first, in order
+    notes: list[str] = Field(default_factory=list)  # what a face left out or replaced (an image for a text model)
 
 
 class Fallback(_Model):

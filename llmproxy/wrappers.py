@@ -341,17 +341,18 @@ def _function_view(function: FunctionDefinition) -> dict[str, Any]:
 
 
 def _message_view(role: str, text: str, message: str | None = None, name: str | None = None,
-                  event: str | None = None, calls: Sequence[str] = ()) -> dict[str, Any]:
+                  event: str | None = None, calls: Sequence[str] = (), reasoning: str = "") -> dict[str, Any]:
     """One history message as templates see it.
 
     ``text`` is what the turn shows (content, or a pretty-printed JSON body); ``message`` is the
     ``message`` field of a JSON user event when there is one, else ``text``; ``event`` is that event's
     ``type`` (user_message, heartbeat, login...); ``calls`` are past calls as the syntax writes them;
-    ``turn`` is what an assistant turn shows: its text, then its calls, a line each.
+    ``turn`` is what an assistant turn shows: its text, then its calls, a line each; ``reasoning`` is
+    an assistant turn's reasoning, for templates that replay it.
     """
     turn = "\n".join([text, *calls] if text else calls)
     return {"role": role, "text": text, "message": text if message is None else message, "name": name,
-            "event": event, "calls": list(calls), "turn": turn}
+            "event": event, "calls": list(calls), "turn": turn, "reasoning": reasoning}
 
 
 class Wrapper:
@@ -422,12 +423,13 @@ class Wrapper:
         return "\n".join(part.strip() for part in system_parts), list(messages[index:])
 
     def _message_view(self, message: Message) -> dict[str, Any]:
-        calls = tuple((c.name, c.arguments) for c in message.calls()) if isinstance(message, AssistantMessage) else ()
+        assistant = isinstance(message, AssistantMessage)
+        calls = tuple((c.name, c.arguments) for c in message.calls()) if assistant else ()
         return self._views(type(message), message.role, content_text(message.content) or "",
-                           getattr(message, "name", None), calls)
+                           getattr(message, "name", None), calls, (assistant and message.thought()) or "")
 
     def _build_view(self, kind: type, role: str, text: str, name: str | None,
-                    calls: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+                    calls: tuple[tuple[str, str], ...], reasoning: str = "") -> dict[str, Any]:
         """A message's view from what it holds (``_views`` caches it: agents resend their history
         every turn, and templates cannot change what they are given)."""
         clean = lambda text: neutralise(text, self.spec.reserved)  # noqa: E731
@@ -445,14 +447,16 @@ class Wrapper:
             return _message_view("user", clean(shown.strip()), clean(simple.strip()), _role_name(name), event)
         assert kind is AssistantMessage
         syntax = self.spec.syntax
+        thought = clean(reasoning.strip())
         if syntax is None:
-            return _message_view("assistant", clean(text.strip()), name=_role_name(name))
+            return _message_view("assistant", clean(text.strip()), name=_role_name(name), reasoning=thought)
         # The client's text is neutralised before the syntax writes it: the syntax's own markers
         # (<tool_call>, [TOOL_CALLS]...) are reserved words too, and must stay intact.
         neutral = [FunctionCall(name=clean(call), arguments=_neutral_arguments(arguments, self.spec.reserved))
                    for call, arguments in calls]
         turn = syntax.render_turn(clean(text), neutral)
-        return _message_view("assistant", turn.text.strip(), name=_role_name(name), calls=turn.calls)
+        return _message_view("assistant", turn.text.strip(), name=_role_name(name), calls=turn.calls,
+                             reasoning=thought)
 
 
 @bounded_cache(16 * MIB)

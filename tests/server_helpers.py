@@ -17,7 +17,7 @@ import uvicorn
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from llmproxy.backends.base import Backend, Completion, GenerationParams, StreamDelta
+from llmproxy.backends.base import Backend, Capabilities, Completion, GenerationParams, StreamDelta
 from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.route import Route
 from llmproxy.server.app import create_app
@@ -57,6 +57,28 @@ def envelope_problem(body: bytes) -> str | None:
     if "Traceback" in error["message"]:
         return "a traceback in the message"
     return None
+
+
+def anthropic_envelope_problem(body: bytes) -> str | None:
+    """What keeps an error response's body from being Anthropic's envelope
+    ``{"type": "error", "error": {"type", "message"}}``, or None."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return f"not JSON: {body[:200]!r}"
+    if not isinstance(document, dict) or document.get("type") != "error" or not isinstance(document.get("error"), dict):
+        return f"not an Anthropic error envelope: {body[:200]!r}"
+    error = document["error"]
+    if not (isinstance(error.get("type"), str) and isinstance(error.get("message"), str) and error["message"]):
+        return f"no type or message: {error}"
+    if "Traceback" in error["message"]:
+        return "a traceback in the message"
+    return None
+
+
+def endpoint_envelope_problem(path: str, body: bytes) -> str | None:
+    """The error envelope problem of a response to ``path``: Anthropic's below /v1/messages, else OpenAI's."""
+    return (anthropic_envelope_problem if path.startswith("/v1/messages") else envelope_problem)(body)
 
 
 def free_port() -> int:
@@ -244,3 +266,40 @@ def running(routes: dict[str, Route], **options: Any) -> Iterator[RunningServer]
         yield server
     finally:
         server.stop()
+
+
+class ScriptedBackend(Backend):
+    """Answers in process with what ``script(prompt)`` says the model writes (or the next of a list of
+    answers), streamed in small pieces; records each prompt and its generation parameters. With
+    ``grammar``, it takes grammars as llama.cpp does (the grammar is built, checked and recorded, so
+    calls stream as they are written), without using them. ``first_delay``: seconds before the first
+    piece, as a backend reading a long prompt."""
+
+    name = "scripted"
+
+    def __init__(self, script: Any, *, grammar: bool = True, first_delay: float = 0.0,
+                 finish_reason: str = "stop") -> None:
+        self.script = script
+        self.capabilities = Capabilities(grammar=grammar)
+        self.first_delay = first_delay
+        self.finish_reason = finish_reason
+        self.prompts: list[str] = []
+        self.params: list[GenerationParams] = []
+
+    def _answer(self, prompt: str, params: GenerationParams) -> str:
+        self.prompts.append(prompt)
+        self.params.append(params)
+        if callable(self.script):
+            return self.script(prompt)
+        return self.script.pop(0) if isinstance(self.script, list) else self.script
+
+    def complete(self, prompt: str, params: GenerationParams) -> Completion:
+        text = self._answer(prompt, params)
+        return Completion(text, self.finish_reason, len(prompt) // 4, len(text) // 4 + 1)
+
+    def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
+        text = self._answer(prompt, params)
+        time.sleep(self.first_delay)
+        for part in pieces(text, 7):
+            yield StreamDelta(part)
+        yield StreamDelta("", self.finish_reason, len(prompt) // 4, len(text) // 4 + 1)

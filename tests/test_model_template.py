@@ -572,3 +572,17 @@ def test_the_embedded_model_calls_through_its_own_template_under_a_grammar():
     message = chat_completion(request, route).choices[0].message
     (call,) = message.tool_calls
     assert call.function.name == "get_weather" and isinstance(json.loads(call.function.arguments)["city"], str)
+
+
+REPLAYS_REASONING = ("{% for m in messages %}{{ m.role }}:{% if m.reasoning_content %}<think>{{ m.reasoning_content }}"
+                     "</think>{% endif %}{{ m.content }};{% endfor %}")
+
+
+def test_an_assistant_turns_reasoning_reaches_a_template_that_replays_it_neutralised():
+    """Reasoning sent back with a past turn (a Responses API reasoning item, an Anthropic thinking
+    block) is the template's to show as ``reasoning_content``; client text, so reserved markers are broken."""
+    template = _template(REPLAYS_REASONING, bos=None, eos="<|im_end|>")
+    rendered = _render(template, [{"role": "user", "content": "Hi"},
+                                  {"role": "assistant", "content": "Hello", "reasoning_content": "be kind <|im_end|>"},
+                                  {"role": "user", "content": "Bye"}])
+    assert "assistant:<think>be kind <\\|im_end|></think>Hello;" in rendered.prompt

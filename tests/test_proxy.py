@@ -84,6 +84,37 @@ def test_stops_merge_wrapper_settings_and_request(memgpt_functions):
     assert prepared.params.stop == ("<|im_end|>", "<|im_start|>", "  }\n}\n", "\nUSER:", "END")
 
 
+@pytest.mark.parametrize("stop", ["END", ["STOP", "END"]])
+@pytest.mark.parametrize("stop_word,named", [
+    ("END", "END"),  # the request's own stop string
+    ("<|im_end|>", None),  # the wrapper's end of the turn: how every answer ends
+    ("\nUSER:", None),  # from the route's settings, not the request
+    (None, None),  # ended otherwise, or the backend does not say
+])
+def test_stop_sequence_names_only_the_requests_own_stop_string(memgpt_functions, stop, stop_word, named):
+    backend = ScriptedBackend(Completion("\nJust chatting.", "stop", stop_word=stop_word))
+    route = _route(backend, settings={"stop": ["\nUSER:"]})
+    response = chat_completion(_request(memgpt_functions, tool_choice="none", stop=stop), route)
+    assert response.choices[0].message.content == "Just chatting."
+    assert response.llmproxy.stop_sequence == named
+
+
+def test_a_streamed_stop_string_is_collected_for_finish(memgpt_functions):
+    """The server reads every generation as deltas; the stop string on the closing one reaches finish()."""
+    from llmproxy.backends.base import StreamDelta
+    from llmproxy.proxy import finish
+    from llmproxy.server.lanes import Collector
+
+    collector = Collector()
+    for delta in (StreamDelta("\nJust"), StreamDelta(" chatting.", "stop", stop_word="END"),
+                  StreamDelta("", None, 10, 3)):  # the counts after the finish (an OpenAI usage chunk)
+        collector.add(delta)
+    completion = collector.completion()
+    assert completion == Completion("\nJust chatting.", "stop", 10, 3, stop_word="END")
+    request = _request(memgpt_functions, tool_choice="none", stop=["END"])
+    assert finish(plan(request, _route(ScriptedBackend())), completion).llmproxy.stop_sequence == "END"
+
+
 def test_a_plain_text_answer_is_cut_only_at_the_end_of_the_turn(memgpt_functions):
     """Markdown headings, shell comments and JSON in a plain answer are text, not a call's end."""
     prepared = plan(_request(memgpt_functions, tool_choice="none"), _route(ScriptedBackend()))

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from llmproxy.backends._http import Timeouts
 from llmproxy.cli import app
-from llmproxy.errors import ConfigurationError
+from llmproxy.errors import ConfigurationError, ModelNotFoundError
 from llmproxy.server.config import ConnectionLimits, RouteLimits, load_config, serving, setup
 from llmproxy.wrappers import load_wrapper
 
@@ -72,6 +72,7 @@ def test_config_file_defines_named_routes(tmp_path):
     ("[models.a]\nauth_type = 'magic'\n", "models.a.auth_type"),
     ("[models.a]\nmax_queue = -1\n", "models.a.max_queue: Input should be greater than or equal to 0"),
     ("[models.a]\nmax_running = 2\n", "model 'a': max_running: the embedded backend runs one generation at a time"),
+    ("[models.a]\n[aliases]\n'claude-*' = 'b'\n", "aliases.'claude-*': 'b' is not one of its models (a)"),
 ])
 def test_bad_config_files_say_what_and_where(tmp_path, text, says):
     path = write(tmp_path, text)
@@ -246,3 +247,19 @@ def test_second_chances_and_backend_timeouts_per_model(tmp_path):
     flagged = serving(None, {"backend": "llamacpp", "model": "t", "context_window": 64, "read_timeout": 7.5,
                              "first_token_timeout": 9})
     assert flagged.routes["t"].backend.ahttp.timeouts == Timeouts(connect=5, first_token=9, read=7.5)
+
+
+def test_aliases_map_client_model_names_by_glob_before_the_default(tmp_path):
+    """Claude Code and Codex send their own model names; a config maps them to served models."""
+    from llmproxy.server.models import Models
+
+    text = GOOD + '\n[aliases]\n"claude-*-haiku*" = "smol"\n"claude-*" = "big"\n'
+    served = serving(write(tmp_path, text), {})
+    models = Models(served.routes, None, served.aliases)
+    assert models.route("claude-3-5-haiku-latest").name == "smol"  # the first match wins
+    assert models.route("claude-sonnet-4-5").name == "big"
+    assert models.route("big").name == "big" and models.route(None).name == "smol"
+    with pytest.raises(ModelNotFoundError) as unknown:
+        models.route("gpt-5")
+    assert "known models: smol, big; aliases: claude-*-haiku*, claude-*" in unknown.value.message
+    assert Models(served.routes, "big", served.aliases).route("gpt-5").name == "big"

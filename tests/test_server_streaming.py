@@ -184,3 +184,20 @@ def test_chat_chunks_without_stream_calls_send_calls_once_checked():
     assert not any(c.choices[0].delta.tool_calls for c in sent)
     rest = chunks.closing(response("Let me look.", ("get_weather", '{"city": "Paris"}')))
     assert [c.choices[0].delta.tool_calls[0].function.arguments for c in rest[:2]] == ["", '{"city": "Paris"}']
+
+
+def test_a_plain_text_answer_of_a_reasoning_family_streams_its_reasoning_apart():
+    """No tools: the answer is text, but a reasoning family (Qwen 3's <think>) still thinks first;
+    the reasoning goes out as reasoning, never as content, as the final answer splits it."""
+    from llmproxy.syntaxes.base import AnswerShape
+    from llmproxy.types import UserMessage
+    from llmproxy.wrappers import load_wrapper
+
+    wrapper = load_wrapper("qwen3").wrapper
+    rendered = wrapper.render([UserMessage(role="user", content="Hi")], AnswerShape(None, "text"))
+    chunks = ChatChunks(rendered, "m", include_usage=False)
+    sent = [c for piece in ["<thi", "nk>\nLet me ", "greet.</th", "ink>\n\nHel", "lo!<|im_end|>"]
+            for c in chunks.feed(piece)]
+    reasoning = "".join(c.choices[0].delta.reasoning_content or "" for c in sent)
+    content = "".join(c.choices[0].delta.content or "" for c in sent)
+    assert (reasoning, content) == ("Let me greet.", "Hello!")

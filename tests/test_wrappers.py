@@ -322,3 +322,22 @@ def test_every_wrapper_renders_schemas_whose_keys_are_dict_method_names(name):
         "items": {"type": "array", "items": {"type": "string"}}, "keys": {"type": "string"}}})
     prompt = resolved.render([UserMessage(role="user", content="hi")], resolved.shape("optional", [function])).prompt
     assert "tag" in prompt
+
+
+def test_qwen3_replays_reasoning_only_in_the_tool_loop_after_the_last_user_turn():
+    """As Qwen 3's own template: the reasoning of turns before the last user turn is dropped; that of
+    the turns after it (calls and their results in progress) is shown, so interleaved thinking chains."""
+    from llmproxy.syntaxes.base import AnswerShape
+
+    wrapper = load_wrapper("qwen3").wrapper
+    messages = TypeAdapter(list[Message]).validate_python([
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello", "reasoning_content": "old thought"},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": None, "reasoning_content": "call the tool",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ])
+    prompt = wrapper.render(messages, AnswerShape(None, "text")).prompt
+    assert "old thought" not in prompt
+    assert "<|im_start|>assistant\n<think>\ncall the tool\n</think>\n\n<tool_call>" in prompt

@@ -274,7 +274,7 @@ class HTTPBackend(Backend, AsyncBackend):
 
 def whole(done: Completion) -> StreamDelta:
     """A whole answer as the one delta of a stream."""
-    return StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens)
+    return StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens, done.stop_word)
 
 
 def max_tokens(params: GenerationParams) -> int:

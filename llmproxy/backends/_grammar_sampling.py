@@ -9,6 +9,8 @@ nothing.
 
 The same class hands each sampled token, with the logits it was drawn from, to ``on_sample`` when one is
 set: the embedded backend's logprobs, without llama-cpp-python's ``logits_all`` buffer (n_ctx x vocab).
+It also keeps the tokens drawn (``drawn``), from which ``ending_text`` tells a generation that a stop
+string ended from one that ended on an end-of-generation token: llama-cpp-python calls both "stop".
 """
 
 from __future__ import annotations
@@ -31,8 +33,20 @@ class GrammarCheckedLlama(Llama):
     # drawn, and on a grammar miss it runs a second time, over the masked logits.
     on_sample: Callable[[int, np.ndarray], None] | None = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.drawn: list[int] = []  # every token drawn since a caller holding the lock last emptied it
+
+    def ending_text(self) -> bytes | None:
+        """The text of the tokens drawn, as llama-cpp-python matches stop strings against it; None when
+        the last one was end-of-generation (a grammar's end is one), so no stop string ended the answer."""
+        if not self.drawn or llama_cpp.llama_vocab_is_eog(self._model.vocab, self.drawn[-1]):
+            return None
+        return self.detokenize(self.drawn)
+
     def sample(self, *args: Any, idx: int | None = None, **kwargs: Any) -> int:
         token = super().sample(*args, idx=idx, **kwargs)
+        self.drawn.append(token)
         if self.on_sample is not None:
             # The samplers work on a copy: these are still the model's raw logits for this step.
             row = -1 if idx is None else idx - self.n_tokens

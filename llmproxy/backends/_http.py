@@ -182,10 +182,10 @@ class StreamExchange:
 class Relay:
     """One stream's payloads turned into deltas, with what its end must say.
 
-    The deltas carry the text; ``end`` is one empty delta with the finish reason and the token counts,
-    which some servers send after the finish reason (OpenAI usage chunks). A stream that ends before
-    its protocol says the answer is finished raises: a silently short answer would look like a model
-    that stopped on its own.
+    The deltas carry the text; ``end`` is one empty delta with the finish reason, the token counts (which
+    some servers send after the finish reason: OpenAI usage chunks) and the stop string that ended the
+    answer. A stream that ends before its protocol says the answer is finished raises: a silently short
+    answer would look like a model that stopped on its own.
     """
 
     def __init__(self, client: _Client, url: str, exchange: StreamExchange) -> None:
@@ -197,6 +197,7 @@ class Relay:
         self.finish: FinishReason | None = None
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.stop_word: str | None = None
 
     def take(self, data: str) -> StreamDelta | None:
         """The text delta in one payload, if any (an error payload raises)."""
@@ -221,9 +222,12 @@ class Relay:
                 raise
         if delta is None:
             return None
-        if delta.finish_reason is None and delta.prompt_tokens is None and delta.completion_tokens is None:
+        if (delta.finish_reason is None and delta.prompt_tokens is None and delta.completion_tokens is None
+                and delta.stop_word is None):
             return delta if delta.text else None  # a plain text delta, most of a stream
         self.finish = delta.finish_reason or self.finish
+        if delta.stop_word is not None:
+            self.stop_word = delta.stop_word
         if delta.prompt_tokens is not None:
             self.prompt_tokens = delta.prompt_tokens
         if delta.completion_tokens is not None:
@@ -243,7 +247,7 @@ class Relay:
                 " a final one; the answer is incomplete (did the server crash or get stopped? check its log)",
                 backend=self.client.backend, url=self.url,
             )
-        return StreamDelta("", self.finish or "stop", self.prompt_tokens, self.completion_tokens)
+        return StreamDelta("", self.finish or "stop", self.prompt_tokens, self.completion_tokens, self.stop_word)
 
 
 # --- the clients -----------------------------------------------------------------------------

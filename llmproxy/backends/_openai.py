@@ -53,6 +53,13 @@ def finish_reason(value: Any) -> FinishReason | None:
     return "length" if value == "length" else "stop"
 
 
+def stop_word(choice: dict[str, Any]) -> str | None:
+    """vLLM's ``stop_reason``: the stop string that ended the answer when it is a string (an int is a stop
+    token id; null is EOS or the length). Servers without the field report none."""
+    value = choice.get("stop_reason")
+    return value if isinstance(value, str) and value and choice.get("finish_reason") == "stop" else None
+
+
 def _choice_text(choice: dict[str, Any]) -> str:
     if "text" in choice:
         return choice["text"] or ""
@@ -69,7 +76,7 @@ def parse_completion(payload: dict[str, Any]) -> Completion:
     choice = payload["choices"][0]
     prompt_tokens, completion_tokens = _usage(payload)
     return Completion(_choice_text(choice), finish_reason(choice.get("finish_reason")) or "stop",
-                      prompt_tokens, completion_tokens)
+                      prompt_tokens, completion_tokens, stop_word=stop_word(choice))
 
 
 def parse_chunk(payload: dict[str, Any]) -> StreamDelta:
@@ -79,7 +86,7 @@ def parse_chunk(payload: dict[str, Any]) -> StreamDelta:
         return StreamDelta("", None, prompt_tokens, completion_tokens)
     choice = payload["choices"][0]
     return StreamDelta(_choice_text(choice), finish_reason(choice.get("finish_reason")),
-                       prompt_tokens, completion_tokens)
+                       prompt_tokens, completion_tokens, stop_word(choice))
 
 
 def parse_models(payload: dict[str, Any], wanted: str | None) -> tuple[list[str], dict[str, Any] | None]:

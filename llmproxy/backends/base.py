@@ -56,23 +56,27 @@ class TokenLogprob:
 @dataclass(frozen=True)
 class Completion:
     """A finished generation. Token counts are None when the backend did not report them; ``logprobs``
-    when they were not asked for."""
+    when they were not asked for. ``stop_word`` is the stop string that ended it, where the backend
+    says which (None when it ended otherwise, or the backend does not tell)."""
 
     text: str
     finish_reason: FinishReason = "stop"
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    stop_word: str | None = None
 
 
 @dataclass(frozen=True)
 class StreamDelta:
-    """One piece of a streamed generation; the last one carries ``finish_reason`` (and counts if known)."""
+    """One piece of a streamed generation; the last one carries ``finish_reason`` (and counts, and the
+    stop string that ended it, if known)."""
 
     text: str
     finish_reason: FinishReason | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    stop_word: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ class Backend(abc.ABC):
     def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
         """Stream a completion; backends that cannot stream yield the whole answer as one delta."""
         done = self.complete(prompt, params)
-        yield StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens)
+        yield StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens, done.stop_word)
 
     def count_tokens(self, text: str) -> int | None:
         """Tokens in ``text`` by the model's own tokenizer, or None when the backend has none."""

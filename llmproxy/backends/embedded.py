@@ -5,7 +5,8 @@ Each model file is loaded once per process, on first use, and shared; one lock s
 because a llama.cpp context is not thread-safe. Consecutive prompts that share a prefix reuse the KV
 cache: llama-cpp-python keeps the evaluated tokens and only evaluates what changed. Discovery reads the
 model's chat template from the GGUF's metadata without loading the weights. Logprobs are worked out
-while sampling, from each step's logits (see ``_LogprobRecorder``).
+while sampling, from each step's logits (see ``_LogprobRecorder``). Which stop string ended an answer
+is worked out from the tokens drawn (see ``_stop_word``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import importlib.util
 import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +139,23 @@ class _LogprobRecorder:
         return tuple(read)
 
 
+def _stop_word(ending: bytes | None, stops: Sequence[str], *, earliest: bool) -> str | None:
+    """The stop string that ended a generation llama-cpp-python reported as "stop", given the text of the
+    tokens drawn (``GrammarCheckedLlama.ending_text``: None when it ended on end-of-generation).
+
+    llama-cpp-python reports an end-of-generation token and a stop string alike, and cuts the string off,
+    so this repeats its own decision: it stops once the text holds a stop string and, for a whole answer,
+    cuts at the first of ``stops`` that the text holds; for a stream, at the earliest one in the text.
+    """
+    if ending is None:
+        return None
+    found = [(ending.find(stop.encode("utf-8")), order, stop) for order, stop in enumerate(stops) if stop]
+    found = [entry for entry in found if entry[0] >= 0]
+    if not found:
+        return None
+    return min(found)[2] if earliest else found[0][2]
+
+
 class EmbeddedBackend(Backend):
     """llama-cpp-python in this process."""
 
@@ -194,19 +212,23 @@ class EmbeddedBackend(Backend):
         recorder = _LogprobRecorder(params.logprobs) if params.logprobs is not None else None
         with model.lock:
             model.llama.on_sample = recorder
+            model.llama.drawn.clear()
             try:
                 result = self._call(model, prompt, arguments)
             finally:
                 model.llama.on_sample = None
             choice = result["choices"][0]
             logprobs = recorder.logprobs(model.llama, choice["text"]) if recorder else None
+            finish = choice.get("finish_reason")
+            stop_word = _stop_word(model.llama.ending_text(), params.stop, earliest=False) if finish == "stop" else None
         usage = result.get("usage") or {}
         return Completion(
             text=choice["text"],
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            finish_reason="length" if finish == "length" else "stop",
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             logprobs=logprobs,
+            stop_word=stop_word,
         )
 
     def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
@@ -215,15 +237,20 @@ class EmbeddedBackend(Backend):
         with model.lock:
             prompt_tokens = _token_count(model, prompt)
             produced = 0
+            model.llama.drawn.clear()
             for chunk in self._call(model, prompt, {**arguments, "stream": True}):
                 choice = chunk["choices"][0]
                 produced += 1
                 finish = choice.get("finish_reason")
+                stop_word = None
+                if finish == "stop":  # the last chunk: every token has been drawn
+                    stop_word = _stop_word(model.llama.ending_text(), params.stop, earliest=True)
                 yield StreamDelta(
                     text=choice["text"],
                     finish_reason=("length" if finish == "length" else "stop") if finish else None,
                     prompt_tokens=prompt_tokens if finish else None,
                     completion_tokens=produced if finish else None,
+                    stop_word=stop_word,
                 )
 
     def _call(self, model: _LoadedModel, prompt: str, arguments: dict[str, Any]) -> Any:

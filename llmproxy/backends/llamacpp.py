@@ -1,9 +1,10 @@
 """llama.cpp's own server (``llama-server``): POST /completion, /tokenize, /props, /health.
 
 The native endpoint is used rather than /v1/completions because it exists in every server version,
-reports the stop reason and token counts, and takes ``grammar`` directly. Its stream is SSE without a
-``[DONE]`` marker: the event with ``stop: true`` ends it. GET /props tells the model file, the per-slot
-context and the model's chat template (with the BOS/EOS texts in newer servers).
+reports the stop reason (with the stop string that matched) and token counts, and takes ``grammar``
+directly. Its stream is SSE without a ``[DONE]`` marker: the event with ``stop: true`` ends it. GET /props
+tells the model file, the per-slot context and the model's chat template (with the BOS/EOS texts in newer
+servers).
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ def _finish_reason(payload: dict[str, Any]) -> FinishReason:
     return "length" if payload.get("stop_type") == "limit" or payload.get("stopped_limit") else "stop"
 
 
+def _stop_word(payload: dict[str, Any]) -> str | None:
+    # ``stopping_word`` names the stop string that matched; it ended the answer only when ``stop_type`` is
+    # "word" (since late 2024) or the boolean ``stopped_word`` is set (before). Otherwise it is "".
+    word = payload.get("stopping_word")
+    if payload.get("stop_type") == "word" or payload.get("stopped_word") is True:
+        return word if isinstance(word, str) and word else None
+    return None
+
+
 def _refuse_truncated(payload: dict[str, Any]) -> None:
     # Old servers cut an over-long prompt instead of refusing it; an answer to half a prompt is worse
     # than an error the agent knows how to handle (summarise and retry).
@@ -65,7 +75,7 @@ def _final(payload: dict[str, Any], text: str) -> StreamDelta:
     _refuse_truncated(payload)
     # ``tokens_evaluated`` was often 0 in late-2023 servers: 0 prompt tokens means "not reported".
     return StreamDelta(text, _finish_reason(payload), payload.get("tokens_evaluated") or None,
-                       payload.get("tokens_predicted"))
+                       payload.get("tokens_predicted"), _stop_word(payload))
 
 
 def count_token_ids(reply: str) -> int | None:
@@ -86,7 +96,7 @@ _TOKEN_IDS_TAIL = re.compile(r"\]\s*\}\s*\Z")
 def parse_completion(payload: dict[str, Any]) -> Completion:
     final = _final(payload, payload["content"])
     return Completion(final.text, final.finish_reason or "stop", final.prompt_tokens, final.completion_tokens,
-                      _logprobs(payload.get("completion_probabilities")))
+                      _logprobs(payload.get("completion_probabilities")), final.stop_word)
 
 
 def _logprobs(tokens: Any) -> tuple[TokenLogprob, ...] | None:
@@ -107,7 +117,7 @@ def _logprobs(tokens: Any) -> tuple[TokenLogprob, ...] | None:
 
 
 def parse_stream_event(payload: dict[str, Any]) -> StreamDelta:
-    """A text delta, or the closing event (``stop: true``) with the reason and counts."""
+    """A text delta, or the closing event (``stop: true``) with the reason, counts and stop string."""
     return _final(payload, payload.get("content", "")) if payload["stop"] else StreamDelta(payload["content"])
 
 

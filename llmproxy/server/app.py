@@ -1,8 +1,10 @@
 """The OpenAI-compatible HTTP app: any OpenAI client, any local backend.
 
 ``create_app(routes)`` builds the FastAPI app; each route is a model name clients can ask for.
-Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{id},
-GET /health, GET /metrics (Prometheus), and the interactive docs at /docs. ``run`` serves it as ``llmproxy serve`` does.
+Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (and GET/DELETE
+/v1/responses/{id}), POST /v1/messages and /v1/messages/count_tokens, GET /v1/models,
+GET /v1/models/{id}, GET /health, GET /metrics (Prometheus), and the interactive docs at /docs.
+``run`` serves it as ``llmproxy serve`` does.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ from llmproxy.route import Route
 from llmproxy.server.config import DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_fallbacks, route_limits
 from llmproxy.server.connections import reserve_descriptors, uvicorn_options
 from llmproxy.server.disconnects import Cancelled
-from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration
-from llmproxy.server.envelope import envelope
+from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration, openai_error_body
+from llmproxy.faces.messages import models_list as anthropic_models
+from llmproxy.server.messages_face import (MESSAGES_BODY, MESSAGES_PATH, MessagesGeneration, anthropic_error_body,
+                                           read_messages)
+from llmproxy.server.response_store import ResponseStore
+from llmproxy.server.responses_face import RESPONSES_BODY, ResponsesGeneration, stored
 from llmproxy.server.fallbacks import HEADER as FALLBACKS_HEADER
 from llmproxy.server.fallbacks import fallback_note, header_value, worth_falling_back
 from llmproxy.server.hosts import HostCheck
@@ -54,11 +60,12 @@ class Service:
     Models that share a backend share its lane, with the first one's limits."""
 
     def __init__(self, models: Models, intake: Intake, limits: Mapping[str, RouteLimits],
-                 fallbacks: Mapping[str, Sequence[str]]) -> None:
+                 fallbacks: Mapping[str, Sequence[str]], responses: ResponseStore) -> None:
         check_fallbacks(fallbacks, list(models.routes))
         self.models = models
         self.intake = intake
         self.fallbacks = fallbacks
+        self.responses = responses  # stored Responses API turns (previous_response_id)
         self.lanes: dict[int, Lane] = {}
         for name, route in models.routes.items():
             if id(route.backend) not in self.lanes:
@@ -82,10 +89,6 @@ def with_fallbacks(response: Response, tried: Sequence[Fallback]) -> Response:
     if tried:
         response.headers[FALLBACKS_HEADER] = header_value(tried)
     return response
-
-
-def _json(model: BaseModel, status: int = 200) -> Response:
-    return Response(model.model_dump_json(), status_code=status, media_type="application/json")
 
 
 class _Server(FastAPI):
@@ -139,7 +142,8 @@ def _route_path(scope: Scope) -> str:
 def create_app(routes: dict[str, Route], *, default_model: str | None = None, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_hosts: Iterable[str] = (),
                cors_origins: Iterable[str] = (), limits: Mapping[str, RouteLimits] | None = None,
-               fallbacks: Mapping[str, Sequence[str]] | None = None) -> FastAPI:
+               fallbacks: Mapping[str, Sequence[str]] | None = None, aliases: Mapping[str, str] | None = None,
+               responses: ResponseStore | None = None) -> FastAPI:
     """The server for ``routes`` (model name -> route).
 
     ``default_model`` answers requests that name no model or one not in ``routes``; without it the
@@ -149,8 +153,11 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     ``limits``: how many requests each model runs and queues; by default its backend's (llmproxy.server.config).
     ``fallbacks``: for a model, the others to try in order when it cannot take a request now
     (llmproxy.server.fallbacks).
+    ``aliases``: glob patterns of the names clients send (``claude-*``) -> the model that answers them.
+    ``responses``: where Responses API turns are stored (llmproxy.server.response_store).
     """
-    service = Service(Models(routes, default_model), Intake(api_key, max_body_bytes), limits or {}, fallbacks or {})
+    service = Service(Models(routes, default_model, aliases), Intake(api_key, max_body_bytes), limits or {},
+                      fallbacks or {}, responses or ResponseStore())
     app = _Server(HostCheck(allowed_hosts), title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
     app.state.service = service
@@ -167,9 +174,10 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         """Read the request, take it through its stages, answer; log one line however it ends."""
         log = RequestLog(kind.endpoint, request_id(request.scope), service.metrics.record)
         tried: list[Fallback] = []
+        generation: Generation | None = None
         try:
             service.intake.authorize(request)
-            generation = kind.read(await service.intake.json_body(request), service.models)
+            generation = kind.read(await service.intake.json_body(request), service)
             asked = generation.route
             while True:
                 log.serving(generation.route, generation.stream)
@@ -193,13 +201,18 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         except Exception as exc:  # noqa: BLE001 - every failure is answered with an envelope
             log.failed(exc)
             log.emit()
-            return with_fallbacks(_error_response(exc, request), tried)
+            events = generation.failed_stream(exc) if generation is not None and generation.stream else None
+            if events is not None:
+                return with_fallbacks(Response(b"".join(events), media_type="text/event-stream"), tried)
+            return with_fallbacks(_error_response(exc, request, kind.error_body), tried)
         info = getattr(response, "llmproxy", None)
         if info is not None:
             info.fallbacks = tried
         log.answered(response)
         log.emit()
-        return with_fallbacks(_json(response), tried)
+        body = generation.body(response)
+        generation.sent()
+        return with_fallbacks(Response(body, media_type="application/json"), tried)
 
     @app.post("/v1/chat/completions", tags=["OpenAI"], openapi_extra=_body_doc(ChatRequest))
     async def chat_completions(request: Request) -> Response:
@@ -214,12 +227,60 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         """Raw text completion: the prompt goes to the backend as it is, optionally under a grammar."""
         return await generate(request, TextGeneration)
 
-    app.direct = {"/v1/chat/completions": chat_completions, "/v1/completions": completions}
+    @app.post("/v1/responses", tags=["OpenAI"], openapi_extra=_inline_body_doc(RESPONSES_BODY))
+    async def responses(request: Request) -> Response:
+        """OpenAI's Responses API (Codex CLI, openai-agents): input items, function, namespace and custom
+        tools, ``tool_choice``, ``text.format``, reasoning, streamed or not; ``store`` with
+        ``previous_response_id`` in a bounded in-memory store."""
+        return await generate(request, ResponsesGeneration)
+
+    @app.get("/v1/responses/{response_id}", tags=["OpenAI"])
+    async def stored_response(response_id: str, request: Request) -> Response:
+        """A stored response (404 once it has expired or was never stored)."""
+        service.intake.authorize(request)
+        return Response(json.dumps(stored(service.responses, response_id).response),
+                        media_type="application/json")
+
+    @app.delete("/v1/responses/{response_id}", tags=["OpenAI"])
+    async def delete_response(response_id: str, request: Request) -> dict[str, Any]:
+        """Forget a stored response."""
+        service.intake.authorize(request)
+        stored(service.responses, response_id)
+        service.responses.delete(response_id)
+        return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+    @app.post(MESSAGES_PATH, tags=["Anthropic"], openapi_extra=_inline_body_doc(MESSAGES_BODY))
+    async def messages(request: Request) -> Response:
+        """Anthropic's Messages API (Claude Code, the anthropic SDK): content blocks, tools, ``tool_choice``,
+        thinking, streamed or not; errors in Anthropic's envelope (a prompt too long is a 413)."""
+        return await generate(request, MessagesGeneration)
+
+    @app.post(MESSAGES_PATH + "/count_tokens", tags=["Anthropic"],
+              openapi_extra=_inline_body_doc({**MESSAGES_BODY, "required": ["model", "messages"]}))
+    async def count_tokens(request: Request) -> dict[str, int]:
+        """The prompt's tokens as the model's route renders and counts them: ``{"input_tokens": N}``."""
+        service.intake.authorize(request)
+        face = read_messages(await service.intake.json_body(request), counting=True)
+        chat = ChatGeneration(face.chat, service.models.route(face.chat.model))
+        prompt = await anyio.to_thread.run_sync(chat.draft) if chat.heavy else chat.draft()
+        return {"input_tokens": (await service.lane(chat.route).count(prompt)).tokens}
+
+    app.direct = {"/v1/chat/completions": chat_completions, "/v1/completions": completions,
+                  "/v1/responses": responses, MESSAGES_PATH: messages}
+
+    @app.head("/", include_in_schema=False)
+    @app.get("/", include_in_schema=False)
+    async def root() -> dict[str, str]:
+        """Clients probe the base address (Claude Code sends HEAD /); it says what answers here."""
+        return {"name": "llmproxy", "version": __version__, "docs": "/docs"}
 
     @app.get("/v1/models", tags=["OpenAI"])
     async def models(request: Request) -> dict[str, Any]:
-        """The model names this server answers to, with the backend and wrapper behind each."""
+        """The model names this server answers to, with the backend and wrapper behind each; in
+        Anthropic's list shape when the request carries ``anthropic-version`` (Claude Code's discovery)."""
         service.intake.authorize(request)
+        if "anthropic-version" in request.headers:
+            return anthropic_models(list(service.models.routes), service.models.created)
         return {"object": "list", "data": service.models.cards()}
 
     @app.get("/v1/models/{model:path}", tags=["OpenAI"])
@@ -278,11 +339,16 @@ def run(app: FastAPI, host: str, port: int, log_level: str, limits: ConnectionLi
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, **uvicorn_options(limits))
 
 
-def _error_response(exc: BaseException, request: Request) -> Response:
+def _error_response(exc: BaseException, request: Request,
+                    error_body: Callable[[BaseException], tuple[int, bytes]] | None = None) -> Response:
+    """``exc`` answered in the envelope of the endpoint asked (``error_body``; by default the one its
+    path belongs to: Anthropic's below /v1/messages, else OpenAI's)."""
     if not isinstance(exc, (LLMProxyError, HTTPException)):
         logger.error("unexpected failure answering %s %s", request.method, request.url.path, exc_info=exc)
-    status, body = envelope(exc)
-    response = _json(body, status)
+    if error_body is None:
+        error_body = anthropic_error_body if _route_path(request.scope).startswith(MESSAGES_PATH) else openai_error_body
+    status, body = error_body(exc)
+    response = Response(body, status_code=status, media_type="application/json")
     if isinstance(exc, OverloadedError):
         response.headers["retry-after"] = str(exc.retry_after)
     return response
@@ -309,6 +375,12 @@ def _body_doc(model: type[BaseModel]) -> dict[str, Any]:
     """An OpenAPI request body for an endpoint that reads and validates its body itself."""
     ref = {"$ref": f"#/components/schemas/{model.__name__}"}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+def _inline_body_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAPI request body given as a JSON schema (the faces read their bodies leniently: the
+    schema names the main fields, and any other field is accepted)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 def _document_bodies(app: FastAPI, models: list[type[BaseModel]]) -> None:

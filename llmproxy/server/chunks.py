@@ -18,8 +18,9 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from llmproxy.errors import OutputParseError
+from llmproxy.server.envelope import envelope
 from llmproxy.server.text_completions import TextChoice, TextCompletion, TextPlan
-from llmproxy.syntaxes._scanners import TextScanner
+from llmproxy.syntaxes._sections import text_scanner
 from llmproxy.syntaxes.base import Scanner
 from llmproxy.types import (
     AnswerForm,
@@ -56,6 +57,50 @@ class Chunks(Protocol):
     def closing(self, response: Any) -> list[BaseModel]: ...
 
 
+class Events(Protocol):
+    """The server-sent events of one streamed response, in a face's own framing: OpenAI's chunks
+    (``OpenAIEvents``), the Responses API's events, Anthropic's (llmproxy.faces)."""
+
+    sent_text: bool
+    end: bytes  # written after everything else, however the stream ended
+    keeps_alive: bool  # sends ``keepalive()`` events while the prompt is read (else a client just waits)
+
+    def opening(self) -> list[bytes]: ...
+    def feed(self, text: str) -> list[bytes]: ...  # a piece of the backend's raw text
+    def closing(self, response: Any) -> list[bytes]: ...
+    def failure(self, exc: BaseException) -> list[bytes]: ...  # how a stream that already started ends in error
+    def keepalive(self) -> bytes: ...
+
+
+class OpenAIEvents:
+    """Chat and text completion chunks as OpenAI streams them: ``data:`` lines, an error event, ``[DONE]``."""
+
+    end = DONE
+    keeps_alive = False  # OpenAI's clients wait for the first chunk as long as their read timeout says
+
+    def __init__(self, chunks: Chunks) -> None:
+        self.chunks = chunks
+
+    @property
+    def sent_text(self) -> bool:
+        return self.chunks.sent_text
+
+    def opening(self) -> list[bytes]:
+        return [sse(chunk) for chunk in self.chunks.opening()]
+
+    def feed(self, text: str) -> list[bytes]:
+        return [sse(chunk) for chunk in self.chunks.feed(text)]
+
+    def closing(self, response: Any) -> list[bytes]:
+        return [sse(chunk) for chunk in self.chunks.closing(response)]
+
+    def failure(self, exc: BaseException) -> list[bytes]:
+        return [error_event(envelope(exc)[1])]
+
+    def keepalive(self) -> bytes:
+        raise NotImplementedError("OpenAI's chat and text streams send no keep-alive events")
+
+
 class ChatChunks:
     """The chunks of one streamed chat completion: the role, the content (and reasoning) as it is
     generated, the calls (as they are written where ``stream_calls``, else once checked), then the rest
@@ -69,7 +114,7 @@ class ChatChunks:
         self.include_usage = include_usage
         self.form = form
         shape = rendered.shape
-        self._scanner: Scanner = (TextScanner(rendered.stop) if shape.call == "text"
+        self._scanner: Scanner = (text_scanner(rendered.stop, shape.reasoning) if shape.call == "text"
                                   else shape.syntax.scanner(shape, calls=stream_calls))
         self.streamed = ""  # content sent so far
         self.reasoned = ""  # reasoning sent so far

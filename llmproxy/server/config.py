@@ -6,7 +6,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     host = "127.0.0.1"
     port = 8100
     max_body_bytes = 8388608
-    default_model = "smol"        # optional: answers requests naming no model or one not below
+    default_model = "smol"        # optional: answers requests naming no model or one not below or aliased
     allowed_hosts = ["llm.lan"]   # host names it answers to besides localhost and IP addresses ("*": any)
     cors_origins = ["https://app.example"]  # web pages that may call it (none by default)
     idle_timeout = 5              # seconds a connection may wait with no request under way
@@ -37,7 +37,11 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     read_timeout = 60             # seconds between two pieces of the answer (default 30)
     fallbacks = ["smol"]          # models to try in order when this one is down, busy or silent
 
-Which model answers a request: the one its ``model`` names. A file that sets no ``default_model``
+    [aliases]                     # names clients send (glob patterns, first match wins) -> a model
+    "claude-*" = "mixtral"        # Claude Code's names, including its background tier
+    "gpt-*" = "smol"
+
+Which model answers a request: the one its ``model`` names, else the first alias matching the name. A file that sets no ``default_model``
 answers a request naming none with its first model, and one naming an unknown model with a 404
 listing the known ones: with several models, a misspelt name must not silently reach another. A
 server started with flags serves one model, which answers whatever name a client sends (clients
@@ -123,6 +127,7 @@ class ServerConfig(ConnectionLimits):
 class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     models: dict[str, ModelConfig] = Field(min_length=1)
+    aliases: dict[str, str] = Field(default_factory=dict)  # glob of names clients send -> model
 
 
 def load_config(path: Path) -> Config:
@@ -148,6 +153,10 @@ def load_config(path: Path) -> Config:
             f"config file {path}: server.default_model: {default!r} is not one of its models "
             f"({', '.join(config.models)})"
         )
+    for pattern, name in config.aliases.items():
+        if name not in config.models:
+            raise ConfigurationError(f"config file {path}: aliases.{pattern!r}: {name!r} is not one of its models "
+                                     f"({', '.join(config.models)})")
     return config
 
 
@@ -218,6 +227,7 @@ class Serving(NamedTuple):
     routes: dict[str, Route]
     limits: dict[str, RouteLimits]
     fallbacks: dict[str, tuple[str, ...]]
+    aliases: dict[str, str]
 
 
 def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits]:
@@ -245,7 +255,7 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
         route, limits = _served(name, model)
         if model.fallbacks:
             raise ConfigurationError("fallbacks name other models: define them in a config file (--config)")
-        return Serving(ServerConfig(default_model=name), {name: route}, {name: limits}, {})
+        return Serving(ServerConfig(default_model=name), {name: route}, {name: limits}, {}, {})
     if flags:
         options = ", ".join("--" + key.replace("_", "-") for key in flags)
         raise ConfigurationError(
@@ -253,7 +263,7 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
         )
     config = load_config(path)
     served = Serving(config.server, {}, {}, {name: tuple(model.fallbacks) for name, model in config.models.items()
-                                             if model.fallbacks})
+                                             if model.fallbacks}, config.aliases)
     try:
         check_fallbacks(served.fallbacks, list(config.models))
     except ConfigurationError as exc:

@@ -29,12 +29,16 @@ class Intake:
         self.max_body_bytes = max_body_bytes
 
     def authorize(self, request: Request) -> None:
+        """The server's key, sent as ``Authorization: Bearer KEY`` (OpenAI's clients, Claude Code's
+        ``ANTHROPIC_AUTH_TOKEN``) or ``x-api-key: KEY`` (the anthropic SDK's ``ANTHROPIC_API_KEY``)."""
         if self.api_key is None:
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        sent = token.strip() if scheme.lower() == "bearer" else request.headers.get("x-api-key", "")
         # Constant-time comparison: the time taken must not tell how much of a guess was right.
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), self.api_key):
-            raise AuthenticationError("Missing or wrong API key; send it as 'Authorization: Bearer <key>'.")
+        if not hmac.compare_digest(sent.encode(), self.api_key):
+            raise AuthenticationError("Missing or wrong API key; send it as 'Authorization: Bearer <key>' "
+                                      "(or 'x-api-key: <key>').")
 
     async def json_body(self, request: Request) -> dict[str, Any]:
         content_type = request.headers.get("content-type", "")

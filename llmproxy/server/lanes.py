@@ -181,6 +181,7 @@ class Collector:
         self.finish_reason = None
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.stop_word: str | None = None  # the stop string that ended the answer, where the backend says
 
     def add(self, delta: StreamDelta) -> None:
         self.parts.append(delta.text)
@@ -189,9 +190,12 @@ class Collector:
             self.prompt_tokens = delta.prompt_tokens
         if delta.completion_tokens is not None:
             self.completion_tokens = delta.completion_tokens
+        if delta.stop_word is not None:
+            self.stop_word = delta.stop_word
 
     def completion(self) -> Completion:
-        return Completion("".join(self.parts), self.finish_reason or "stop", self.prompt_tokens, self.completion_tokens)
+        return Completion("".join(self.parts), self.finish_reason or "stop", self.prompt_tokens, self.completion_tokens,
+                          stop_word=self.stop_word)
 
 
 # --- in worker threads -------------------------------------------------------------------------

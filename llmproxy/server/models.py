@@ -1,14 +1,18 @@
 """The models a server answers to: which route serves a request's ``model``, and what /v1/models says.
 
 A request naming no model goes to the default model, else to the first. One naming a model that is
-not served goes to the default model where there is one (a server started with flags has its one
-model as default, so clients that send names such as ``gpt-4o-mini`` work), else is a 404 listing
-the known names (llmproxy.server.config says when a config file has a default).
+not served goes to the first alias whose glob pattern matches it (``claude-*``: Claude Code sends
+Claude's names, Codex OpenAI's), else to the default model where there is one (a server started with
+flags has its one model as default, so clients that send names such as ``gpt-4o-mini`` work), else
+is a 404 listing the known names and aliases (llmproxy.server.config says when a config file has a
+default).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from typing import Any
 
 from llmproxy.errors import ConfigurationError, ModelNotFoundError
@@ -18,12 +22,18 @@ from llmproxy.route import Route
 class Models:
     """Routes by the name clients ask for them under."""
 
-    def __init__(self, routes: dict[str, Route], default: str | None = None) -> None:
+    def __init__(self, routes: dict[str, Route], default: str | None = None,
+                 aliases: Mapping[str, str] | None = None) -> None:
         if not routes:
             raise ConfigurationError("the server needs at least one model to serve")
         if default is not None and default not in routes:
             raise ConfigurationError(f"the default model {default!r} is not one of those served: {', '.join(routes)}")
+        for pattern, name in (aliases or {}).items():
+            if name not in routes:
+                raise ConfigurationError(f"alias {pattern!r} names {name!r}, which is not one of those served: "
+                                         f"{', '.join(routes)}")
         self.routes = routes
+        self.aliases = dict(aliases or {})
         self._fallback = routes[default] if default is not None else None  # also answers unknown names
         self._first = next(iter(routes.values()))
         self.created = int(time.time())
@@ -32,10 +42,16 @@ class Models:
         """The route that answers a request naming ``name``."""
         if not name:
             return self._fallback or self._first
-        route = self.routes.get(name) or self._fallback
+        route = self.routes.get(name) or self._aliased(name) or self._fallback
         if route is None:
             raise self._not_found(name)
         return route
+
+    def _aliased(self, name: str) -> Route | None:
+        for pattern, target in self.aliases.items():
+            if fnmatchcase(name, pattern):
+                return self.routes[target]
+        return None
 
     def card(self, name: str) -> dict[str, Any]:
         """OpenAI's model object for a served name (GET /v1/models/{name}); only served names have one."""
@@ -54,5 +70,6 @@ class Models:
                              "context_window": route.context_window}}
 
     def _not_found(self, name: str) -> ModelNotFoundError:
-        return ModelNotFoundError(f"The model {name!r} is not served here; known models: {', '.join(self.routes)}",
-                                  param="model")
+        aliases = f"; aliases: {', '.join(self.aliases)}" if self.aliases else ""
+        return ModelNotFoundError(f"The model {name!r} is not served here; known models: {', '.join(self.routes)}"
+                                  f"{aliases}", param="model")

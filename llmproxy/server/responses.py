@@ -7,6 +7,8 @@ Both take the request through its lane's admission (llmproxy.server.admission), 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -18,12 +20,12 @@ from starlette.types import Receive, Scope, Send
 
 from llmproxy.errors import LLMProxyError, OutputParseError
 from llmproxy.server.admission import Slot
-from llmproxy.server.chunks import DONE, error_event, sse
 from llmproxy.server.disconnects import watching
 from llmproxy.server.endpoints import Generation
-from llmproxy.server.envelope import envelope
 from llmproxy.server.lanes import Collector, Lane
 from llmproxy.server.request_log import RequestLog, logger
+
+KEEPALIVE_SECONDS = 5.0  # Codex and Claude Code reset their idle timers on events; they wait minutes
 
 
 async def answer(request: Request, lane: Lane, generation: Generation, log: RequestLog) -> BaseModel:
@@ -70,13 +72,22 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     """A server-sent event stream of the response.
 
     The request is planned and the backend's first delta awaited before the stream starts, so a
-    request the backend refuses (down, overflow, bad grammar) still gets a proper HTTP error status.
-    A failure after that ends the stream with an error event and ``[DONE]``.
+    request the backend refuses (down, overflow, bad grammar) still gets a proper HTTP error status,
+    and a model with fallbacks can hand it on. A face whose clients give up on a silent connection
+    (``keepalive``: Codex, Claude Code) waits only ``KEEPALIVE_SECONDS`` for it: the stream then
+    starts and sends a keep-alive event that often while the backend still reads the prompt (a
+    coding agent's first prompt takes minutes on a CPU). A failure after the stream started ends it
+    with the face's error event.
     """
     deltas: Any = None  # the lane's stream, once open
     slot: Slot | None = None  # the request's place in its lane, once admitted
+    waiting: asyncio.Future | None = None  # the first delta, while the stream keeps the client waiting
 
     async def release() -> None:
+        if waiting is not None and not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(BaseException):
+                await waiting  # the lane's stream must be idle before it is closed
         if deltas is not None:
             await lane.close(deltas)
         if slot is not None:
@@ -86,52 +97,66 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
         async with watching(request) as watch:
             slot = await watch.enter(lane.admission)
             planned = await lane.plan(generation, log)
-            chunks = generation.chunks()
+            events = generation.chunks()
             async with watch.interruptible():  # a client that leaves before the first token stops the wait
                 deltas = await lane.open(planned, watch)
-                first = await lane.next(deltas)
-            log.first_token()
+                waiting = asyncio.ensure_future(lane.next(deltas))
+                patience = KEEPALIVE_SECONDS if events.keeps_alive else None
+                await asyncio.wait({waiting}, timeout=patience)
+                first = None
+                if waiting.done():
+                    first, waiting = waiting.result(), None
+                    log.first_token()
     except BaseException:
         with anyio.CancelScope(shield=True):
             await release()
         raise
     finished = False
 
-    async def events() -> AsyncIterator[bytes]:
-        nonlocal finished, deltas
-        for chunk in chunks.opening():
-            yield sse(chunk)
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal finished, deltas, waiting
+        for event in events.opening():
+            yield event
         try:
-            delta = first
+            delta = first if waiting is None else None
+            while waiting is not None:  # the backend still reads the prompt
+                await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
+                if waiting.done():
+                    delta, waiting = waiting.result(), None
+                    log.first_token()
+                else:
+                    yield events.keepalive()
             while True:
                 collector = Collector()
                 while delta is not None:
                     collector.add(delta)
-                    for chunk in chunks.feed(delta.text):
-                        yield sse(chunk)
+                    for event in events.feed(delta.text):
+                        yield event
                     delta = await lane.next(deltas)
                 try:
                     response = await lane.finish(generation, collector.completion(), log)
                     break
                 except OutputParseError as exc:
                     # A second chance only while nothing of the answer has been sent: what was sent stays.
-                    if chunks.sent_text or not generation.retry(exc):
+                    if events.sent_text or not generation.retry(exc):
                         raise
                     log.retried(exc)
                     await lane.close(deltas)
                     deltas = await lane.open(await lane.plan(generation, log), watch)
                     delta = await lane.next(deltas)
             log.answered(response)
-            for chunk in chunks.closing(response):
-                yield sse(chunk)
+            for event in events.closing(response):
+                yield event
+            generation.sent()
         except Exception as exc:  # noqa: BLE001 - every failure becomes the stream's error event
             if not isinstance(exc, LLMProxyError):
                 logger.exception("unexpected failure while streaming from %s", lane.backend.name)
             log.failed(exc)
-            yield error_event(envelope(exc)[1])
+            for event in events.failure(exc):
+                yield event
         finished = True
         log.emit()  # before the last bytes: a client that has read the whole stream finds its line written
-        yield DONE
+        yield events.end
 
     async def on_close() -> None:
         await release()
@@ -139,4 +164,4 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             log.disconnected()
         log.emit()
 
-    return EventStream(events(), on_close)
+    return EventStream(body(), on_close)

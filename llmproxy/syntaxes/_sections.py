@@ -22,7 +22,7 @@ from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import OutputParseError
 from llmproxy.syntaxes._free_text import text_without
 from llmproxy.syntaxes._json_calls import checked_size, definitions_key, load_definitions
-from llmproxy.syntaxes._scanners import CallScanner
+from llmproxy.syntaxes._scanners import CallScanner, TextScanner
 from llmproxy.syntaxes.base import (
     Answer,
     AnswerShape,
@@ -205,6 +205,23 @@ class SectionScanner:
         if ready:
             self._started[kind] = True
             parts[kind].append(ready)
+
+
+class ReasoningTextScanner:
+    """A plain-text answer of a family that reasons first: the text as ``TextScanner`` reads it (cut at
+    the end of the turn), its reasoning block streamed as reasoning, as the final answer splits it."""
+
+    def __init__(self, markers: Sequence[str], reasoning: Reasoning) -> None:
+        self._text = TextScanner(markers)
+        self._sections = SectionScanner((), reasoning)
+
+    def feed(self, text: str) -> Streamed:
+        return self._sections.feed(self._text.feed(text).content)
+
+
+def text_scanner(markers: Sequence[str], reasoning: Reasoning | None) -> TextScanner | ReasoningTextScanner:
+    """The scanner of a plain-text answer ending at ``markers``."""
+    return TextScanner(markers) if reasoning is None else ReasoningTextScanner(markers, reasoning)
 
 
 def _until(text: str, markers: Sequence[str]) -> tuple[str, str | None]:

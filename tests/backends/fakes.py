@@ -51,6 +51,7 @@ class ProtocolFake:
     complete_path: ClassVar[str]
     stream_path: ClassVar[str]
     counts: ClassVar[bool] = True  # whether a whole answer reports token counts
+    reports_stop_word: ClassVar[bool] = False  # whether the protocol names the stop string that ended an answer
 
     def __init__(self, fake: Fake) -> None:
         self.fake = fake
@@ -66,10 +67,12 @@ class ProtocolFake:
         """The model's chat template as discovery should report it; None where the protocol has none."""
         return None
 
-    def serve_completion(self, text: str) -> None:
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:
+        """The whole answer ``text``; ``stop_word``: the stop string that ended it (None: the end of
+        generation), told only where the protocol has a field for it."""
         raise NotImplementedError
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         raise NotImplementedError
 
     def serve_tokenizer(self) -> None:
@@ -96,6 +99,7 @@ class LlamaCppFake(ProtocolFake):
     backend = "llamacpp"
     model = "Hermes-2-Pro-Mistral-7B.Q4_K_M.gguf"
     complete_path = stream_path = "/completion"
+    reports_stop_word = True
 
     def chat_template(self) -> ChatTemplate:
         return ChatTemplate(text="{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
@@ -112,20 +116,20 @@ class LlamaCppFake(ProtocolFake):
             "eos_token": template.eos_token, "build_info": "b5000", "modalities": {"vision": False},
         }, method="GET")
 
-    def _final(self, content: str) -> dict[str, Any]:
+    def _final(self, content: str, stop_word: str | None) -> dict[str, Any]:
         return {"index": 0, "content": content, "tokens": [], "id_slot": 0, "stop": True, "model": self.model,
                 "tokens_predicted": COMPLETION_TOKENS, "tokens_evaluated": PROMPT_TOKENS,
                 "generation_settings": {"n_ctx": N_CTX}, "has_new_line": True, "truncated": False,
-                "stop_type": "eos", "stopping_word": "", "tokens_cached": 0,
-                "timings": {"prompt_n": PROMPT_TOKENS, "predicted_n": COMPLETION_TOKENS}}
+                "stop_type": "eos" if stop_word is None else "word", "stopping_word": stop_word or "",
+                "tokens_cached": 0, "timings": {"prompt_n": PROMPT_TOKENS, "predicted_n": COMPLETION_TOKENS}}
 
-    def serve_completion(self, text: str) -> None:
-        self.fake.json(self.complete_path, self._final(text))
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:
+        self.fake.json(self.complete_path, self._final(text, stop_word))
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         events = [{"index": 0, "content": piece, "tokens": [], "stop": False, "id_slot": 0,
                    "tokens_predicted": i + 1, "tokens_evaluated": PROMPT_TOKENS} for i, piece in enumerate(pieces)]
-        events.append(self._final(""))
+        events.append(self._final("", stop_word))
         self.fake.stream(self.stream_path, [b"data: " + dumps(event).encode() + b"\n\n" for event in events])
 
     def serve_tokenizer(self) -> None:
@@ -151,12 +155,12 @@ class KoboldCppFake(ProtocolFake):
         self.fake.json("/api/v1/model", {"result": f"koboldcpp/{self.model}"}, method="GET")
         self.fake.json("/api/extra/true_max_context_length", {"value": N_CTX}, method="GET")
 
-    def serve_completion(self, text: str) -> None:
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:  # "stop" either way
         self.fake.json(self.complete_path, {"results": [{"text": text, "finish_reason": "stop", "logprobs": None,
                                                          "prompt_tokens": PROMPT_TOKENS,
                                                          "completion_tokens": COMPLETION_TOKENS}]})
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         events = [{"token": piece, "finish_reason": "null"} for piece in pieces]  # the string "null"
         events.append({"token": "", "finish_reason": "stop"})  # then the server hangs up: no [DONE]
         self.fake.stream(self.stream_path, [b"event: message\ndata: " + dumps(e).encode() + b"\n\n" for e in events])
@@ -194,10 +198,10 @@ class OllamaFake(ProtocolFake):
                 "done_reason": "stop", "total_duration": 1, "load_duration": 1,
                 "prompt_eval_count": PROMPT_TOKENS, "eval_count": COMPLETION_TOKENS}
 
-    def serve_completion(self, text: str) -> None:
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:  # done_reason "stop" either way
         self.fake.json(self.complete_path, self._done(text))
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         lines = [{"model": self.model, "created_at": "2024-05-01T10:00:00Z", "response": p, "done": False}
                  for p in pieces] + [self._done("")]
         self.fake.stream(self.stream_path, [dumps(line).encode() + b"\n" for line in lines],
@@ -216,9 +220,12 @@ class OllamaFake(ProtocolFake):
 # --- the OpenAI-compatible completion API (text-generation-webui, LM Studio, vLLM) ------------
 
 
-def openai_text(text: str, reason: str | None, *, model: str, usage: bool = False) -> dict[str, Any]:
+def openai_text(text: str, reason: str | None, *, model: str, usage: bool = False,
+                choice: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A /v1/completions body or chunk; ``choice``: a server's own fields in it (vLLM's ``stop_reason``)."""
     body: dict[str, Any] = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": model,
-                            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason}]}
+                            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
+                                         **(choice or {})}]}
     if usage:
         body["usage"] = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
                          "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
@@ -233,13 +240,17 @@ class OpenAICompletionsFake(ProtocolFake):
         self.fake.json("/v1/models", {"object": "list", "data": [{"id": self.model, "object": "model", **entry}]},
                        method="GET")
 
-    def serve_completion(self, text: str) -> None:
-        self.fake.json(self.complete_path, openai_text(text, "stop", model=self.model, usage=True))
+    def _stop_reason(self, stop_word: str | None) -> dict[str, Any]:
+        return {"stop_reason": stop_word} if self.reports_stop_word else {}
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:
+        self.fake.json(self.complete_path, openai_text(text, "stop", model=self.model, usage=True,
+                                                       choice=self._stop_reason(stop_word)))
+
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         usage_chunk = {**openai_text("", None, model=self.model, usage=True), "choices": []}
-        chunks = [openai_text(p, None, model=self.model) for p in pieces] + [
-            openai_text("", "stop", model=self.model), usage_chunk]
+        chunks = [openai_text(p, None, model=self.model, choice=self._stop_reason(None)) for p in pieces] + [
+            openai_text("", "stop", model=self.model, choice=self._stop_reason(stop_word)), usage_chunk]
         self.fake.stream(self.stream_path, sse(*chunks))
 
     def sent(self, body: dict[str, Any]) -> Sent:
@@ -293,10 +304,10 @@ class LMStudioLegacyFake(LMStudioFake):
                 "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
                           "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}}
 
-    def serve_completion(self, text: str) -> None:
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:
         self.fake.json(self.complete_path, self._chat(None, "stop", message=text))
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         chunks = [self._chat({"role": "assistant"}, None)] + [self._chat({"content": p}, None) for p in pieces]
         chunks.append(self._chat({}, "stop"))
         self.fake.stream(self.stream_path, sse(*chunks))
@@ -312,6 +323,7 @@ class VLLMFake(OpenAICompletionsFake):
     backend = "vllm"
     model = "NousResearch/Hermes-2-Pro-Mistral-7B"
     grammar_field = "structured_outputs"
+    reports_stop_word = True  # choices[0].stop_reason: the stop string, null at EOS or mid-stream
 
     def serve_discovery(self) -> None:
         self.serve_models(created=1, owned_by="vllm", root=self.model, parent=None, max_model_len=N_CTX,
@@ -348,10 +360,10 @@ class WebUILegacyFake(ProtocolFake):
     def serve_discovery(self) -> None:
         self.fake.json("/api/v1/model", {"result": self.model}, method="GET")
 
-    def serve_completion(self, text: str) -> None:
+    def serve_completion(self, text: str, stop_word: str | None = None) -> None:
         self.fake.json(self.complete_path, {"results": [{"text": text}]})
 
-    def serve_stream(self, pieces: list[str]) -> None:
+    def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         self.serve_completion("".join(pieces))  # it streamed over a WebSocket only; llmproxy asks in one piece
 
     def serve_tokenizer(self) -> None:

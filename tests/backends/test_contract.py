@@ -100,7 +100,7 @@ def test_configured_context_window_wins_and_needs_no_server(server):
 def test_complete_translates_the_common_parameters(server):
     server.serve_completion(CALL_TEXT)
     result = connect(server).complete(MEMGPT_PROMPT, PARAMS)
-    assert result.text == CALL_TEXT and result.finish_reason == "stop"
+    assert result.text == CALL_TEXT and result.finish_reason == "stop" and result.stop_word is None
     counts = (PROMPT_TOKENS, COMPLETION_TOKENS) if server.counts else (None, None)
     assert (result.prompt_tokens, result.completion_tokens) == counts
     (body,) = server.completion_requests()
@@ -112,8 +112,28 @@ def test_stream_deltas_join_to_the_same_text(server):
     deltas = list(connect(server).stream(MEMGPT_PROMPT, PARAMS))
     assert "".join(delta.text for delta in deltas) == CALL_TEXT
     assert deltas[-1].finish_reason == "stop" and all(delta.finish_reason is None for delta in deltas[:-1])
+    assert all(delta.stop_word is None for delta in deltas)  # ended by the model, not a stop string
     (body,) = server.completion_requests()
     assert server.sent(body) == SENT
+
+
+def test_the_stop_string_that_ended_a_whole_answer_where_the_protocol_names_it(server):
+    server.serve_completion(CALL_TEXT, stop_word=STOP[1])
+    result = connect(server).complete(MEMGPT_PROMPT, PARAMS)
+    assert result.text == CALL_TEXT and result.finish_reason == "stop"
+    assert result.stop_word == (STOP[1] if server.reports_stop_word else None)
+    (awaited,) = run_async(connect(server), lambda backend: backend.acomplete(MEMGPT_PROMPT, PARAMS))
+    assert awaited == result
+
+
+def test_the_stop_string_that_ended_a_stream_where_the_protocol_names_it(server):
+    server.serve_stream(CALL_PIECES, stop_word=STOP[1])
+    expected = STOP[1] if server.reports_stop_word else None
+    deltas = list(connect(server).stream(MEMGPT_PROMPT, PARAMS))
+    assert "".join(delta.text for delta in deltas) == CALL_TEXT
+    assert deltas[-1].stop_word == expected and all(delta.stop_word is None for delta in deltas[:-1])
+    (adeltas,) = run_async(connect(server), astream())
+    assert "".join(delta.text for delta in adeltas) == CALL_TEXT and adeltas[-1] == deltas[-1]
 
 
 def test_grammar_is_sent_where_the_capability_says_so_and_refused_where_not(server):
@@ -300,20 +320,26 @@ def test_embedded_discovery(embedded):
 
 @pytest.mark.model
 def test_embedded_complete_and_stream_agree_with_the_grammar(embedded):
-    params = GenerationParams(max_tokens=32, seed=7, grammar='root ::= "The sky is blue."')
+    params = GenerationParams(max_tokens=32, seed=7, stop=("!",), grammar='root ::= "The sky is blue."')
     done = embedded.complete(EMBEDDED_PROMPT, params)
-    assert (done.text, done.finish_reason) == ("The sky is blue.", "stop")
+    assert (done.text, done.finish_reason, done.stop_word) == ("The sky is blue.", "stop", None)  # the grammar's end
     assert done.prompt_tokens == embedded.count_tokens(EMBEDDED_PROMPT) and done.completion_tokens >= 1
     deltas = list(embedded.stream(EMBEDDED_PROMPT, params))
     assert "".join(delta.text for delta in deltas) == done.text
     assert deltas[-1].finish_reason == "stop" and all(delta.finish_reason is None for delta in deltas[:-1])
+    assert all(delta.stop_word is None for delta in deltas)
 
 
 @pytest.mark.model
 def test_embedded_honours_max_tokens_and_stop(embedded):
     grammar = 'root ::= "alpha beta gamma delta epsilon zeta eta theta"'
     cut = embedded.complete(EMBEDDED_PROMPT, GenerationParams(max_tokens=2, grammar=grammar))
-    assert (cut.finish_reason, cut.completion_tokens) == ("length", 2)
+    assert (cut.finish_reason, cut.completion_tokens, cut.stop_word) == ("length", 2, None)
     assert "alpha beta gamma delta epsilon zeta eta theta".startswith(cut.text) and cut.text
-    stopped = embedded.complete(EMBEDDED_PROMPT, GenerationParams(max_tokens=32, stop=(" gamma",), grammar=grammar))
-    assert (stopped.text, stopped.finish_reason) == ("alpha beta", "stop")
+    stop = GenerationParams(max_tokens=32, stop=(" omega", " gamma"), grammar=grammar)
+    stopped = embedded.complete(EMBEDDED_PROMPT, stop)
+    assert (stopped.text, stopped.finish_reason, stopped.stop_word) == ("alpha beta", "stop", " gamma")
+    deltas = list(embedded.stream(EMBEDDED_PROMPT, stop))
+    assert "".join(delta.text for delta in deltas) == "alpha beta"
+    assert (deltas[-1].finish_reason, deltas[-1].stop_word) == ("stop", " gamma")
+    assert all(delta.stop_word is None for delta in deltas[:-1])

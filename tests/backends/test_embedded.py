@@ -14,6 +14,7 @@ from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.backends.embedded import (
     EmbeddedBackend,
     _LogprobRecorder,
+    _stop_word,
     default_model_path,
 )
 from llmproxy.errors import ConfigurationError, UnsupportedRequestError
@@ -71,6 +72,40 @@ def test_stop_string_stop_reason_is_real(backend):
     done = backend.complete(PROMPT, GenerationParams(max_tokens=64, temperature=0.0, stop=("<|im_end|>",)))
     assert done.finish_reason == "stop"
     assert "<|im_end|>" not in done.text and done.text.strip()
+
+
+@pytest.mark.model
+def test_the_stop_string_that_ended_the_answer_is_named_and_the_end_of_generation_is_not(backend):
+    """llama-cpp-python says "stop" for both and cuts the stop string off; the backend tells them apart.
+    At temperature 0 the answer is "A colour is ..." and then the end-of-generation token."""
+    cut = GenerationParams(max_tokens=8, temperature=0.0, stop=(" purple", " is"), extra={"repeat_penalty": 1.0})
+    done = backend.complete(PROMPT, cut)
+    assert (done.text, done.finish_reason, done.stop_word) == ("A colour", "stop", " is")
+    deltas = list(backend.stream(PROMPT, cut))
+    assert "".join(d.text for d in deltas) == "A colour"
+    assert deltas[-1].stop_word == " is" and all(d.stop_word is None for d in deltas[:-1])
+    # The same model, right after: the tokens of the last answer are not taken for this one's.
+    ended = GenerationParams(max_tokens=32, temperature=0.0, stop=(" purple",), extra={"repeat_penalty": 1.0})
+    done = backend.complete(PROMPT, ended)
+    assert (done.finish_reason, done.stop_word) == ("stop", None) and done.text.startswith("A colour is")
+    deltas = list(backend.stream(PROMPT, ended))
+    assert deltas[-1].finish_reason == "stop" and all(d.stop_word is None for d in deltas)
+    limited = backend.complete(PROMPT, GenerationParams(max_tokens=2, temperature=0.0, stop=(" is",)))
+    assert (limited.finish_reason, limited.stop_word) == ("length", None)
+
+
+def test_stop_word_repeats_llama_cpp_pythons_own_cut():
+    """A whole answer is cut at the first stop string of the list that the text holds, a stream at the
+    earliest one in the text (the list order breaks a tie); only the last token can complete one."""
+    stops = (" delta", "b", "ab")
+    assert _stop_word(None, stops, earliest=False) is None  # it ended on end-of-generation
+    assert _stop_word(b"alpha", stops, earliest=True) is None  # no stop string in it
+    assert _stop_word(b"xab", stops, earliest=False) == "b"
+    assert _stop_word(b"xab", stops, earliest=True) == "ab"
+    assert _stop_word(b"x\n\n", ("\n\n", "\n"), earliest=True) == "\n\n"
+    assert _stop_word(b"x\n\n", ("\n", "\n\n"), earliest=True) == "\n"
+    assert _stop_word("caf\u00e9".encode(), ("\u00e9",), earliest=False) == "\u00e9"  # matched as UTF-8 bytes
+    assert _stop_word(b"abc", ("", "c"), earliest=True) == "c"  # an empty stop string names nothing
 
 
 @pytest.mark.model

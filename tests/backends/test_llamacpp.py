@@ -57,7 +57,7 @@ def test_settings_translation():
 def test_complete_memgpt_call(fake):
     fake.json("/completion", FINAL)
     result = LlamaCppBackend(fake.url).complete(MEMGPT_PROMPT, PARAMS)
-    assert result == Completion(CALL_TEXT, "stop", 97, 41)
+    assert result == Completion(CALL_TEXT, "stop", 97, 41, stop_word="  }\n}\n")
     assert_memgpt_call(result.text)
     assert fake.paths == ["/completion"]
     assert fake.bodies[0]["prompt"] == MEMGPT_PROMPT and fake.bodies[0]["grammar"] == 'root ::= "{"'
@@ -71,6 +71,40 @@ def test_complete_memgpt_call(fake):
 def test_stop_reason_new_and_old_fields(fake, fields, reason):
     fake.json("/completion", {"content": "x", "stop": True, "tokens_predicted": 1, "tokens_evaluated": 5, **fields})
     assert LlamaCppBackend(fake.url).complete("p", PARAMS).finish_reason == reason
+
+
+STOP_WORD_FIELDS = [
+    ({"stop_type": "word", "stopping_word": "\nUSER:"}, "\nUSER:"),
+    ({"stop_type": "eos", "stopping_word": ""}, None),
+    ({"stop_type": "limit", "stopping_word": ""}, None),
+    ({"stopped_eos": False, "stopped_word": True, "stopped_limit": False, "stopping_word": "\nUSER:"}, "\nUSER:"),
+    ({"stopped_eos": True, "stopped_word": False, "stopped_limit": False, "stopping_word": ""}, None),
+    ({"stopped_eos": False, "stopped_word": False, "stopped_limit": True, "stopping_word": ""}, None),
+    ({"stopped_eos": True}, None),  # no stopping_word at all
+]
+
+
+@pytest.mark.parametrize("fields,word", STOP_WORD_FIELDS)
+def test_stop_word_new_and_old_fields(fake, fields, word):
+    fake.json("/completion", {"content": "x", "stop": True, "tokens_predicted": 1, "tokens_evaluated": 5, **fields})
+    assert LlamaCppBackend(fake.url).complete("p", PARAMS).stop_word == word
+
+
+@pytest.mark.parametrize("fields,word", STOP_WORD_FIELDS)
+def test_stop_word_new_and_old_fields_streamed(fake, fields, word):
+    final = {"content": "", "stop": True, "tokens_predicted": 1, "tokens_evaluated": 5, **fields}
+    fake.stream("/completion", [b'data: {"content":"x","stop":false}\n\n', b"data: " + dumps(final).encode() + b"\n\n"])
+    deltas = list(LlamaCppBackend(fake.url).stream("p", PARAMS))
+    assert [(d.text, d.stop_word) for d in deltas] == [("x", None), ("", word)]
+
+    async def collect():
+        backend = LlamaCppBackend(fake.url)
+        try:
+            return [delta async for delta in backend.astream("p", PARAMS)]
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(collect()) == deltas
 
 
 def test_late_2023_zero_prompt_count_means_unknown(fake):
@@ -98,6 +132,7 @@ def test_stream_byte_for_byte(fake):
     assert [d.text for d in deltas] == [*CALL_PIECES, ""]
     assert [d.finish_reason for d in deltas] == [None] * 4 + ["stop"]
     assert (deltas[-1].prompt_tokens, deltas[-1].completion_tokens) == (97, 41)
+    assert deltas[-1].stop_word == "  }\n}\n" and all(d.stop_word is None for d in deltas[:-1])
     assert_memgpt_call("".join(d.text for d in deltas))
     assert fake.bodies[0]["stream"] is True and fake.bodies[0]["n_predict"] == 64
 

@@ -26,10 +26,10 @@ MODELS = {"object": "list", "data": [{"id": MODEL, "object": "model", "created":
                                       "root": MODEL, "parent": None, "max_model_len": 32768, "permission": []}]}
 
 
-def chunk(text, reason=None, usage=None):
+def chunk(text, reason=None, usage=None, stop_reason=None):
     return {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": MODEL,
             "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
-                         "stop_reason": None}], "usage": usage}
+                         "stop_reason": stop_reason}], "usage": usage}
 
 
 def test_request_body_field_by_field_new_structured_outputs():
@@ -140,7 +140,7 @@ def test_complete_resolves_the_served_model_and_gives_the_memgpt_call(fake):
                                                "prompt_logprobs": None}], "usage": USAGE})
     backend = VLLMBackend(fake.url)
     result = backend.complete(MEMGPT_PROMPT, PARAMS)
-    assert result == Completion(CALL_TEXT, "stop", 97, 41)
+    assert result == Completion(CALL_TEXT, "stop", 97, 41, stop_word="  }\n}\n")
     assert_memgpt_call(result.text)
     assert fake.paths == ["/v1/models", "/version", "/v1/completions"]
     assert fake.bodies[-1]["model"] == MODEL and fake.bodies[-1]["structured_outputs"] == {"grammar": GRAMMAR}
@@ -157,6 +157,25 @@ def test_stream_with_usage_chunk_and_done(fake):
     assert [d.text for d in deltas] == [*CALL_PIECES, ""]
     assert (deltas[-1].finish_reason, deltas[-1].prompt_tokens, deltas[-1].completion_tokens) == ("length", 97, 41)
     assert fake.bodies[0]["stream_options"] == {"include_usage": True}
+
+
+# vLLM's stop_reason: the stop string that matched, a stop token's id, or null (EOS, or the length).
+STOP_REASONS = [("stop", "\nUSER:", "\nUSER:"), ("stop", None, None), ("stop", 32000, None), ("length", None, None)]
+
+
+@pytest.mark.parametrize("finish,stop_reason,word", STOP_REASONS)
+def test_stop_reason_names_the_stop_string(fake, finish, stop_reason, word):
+    fake.json("/v1/completions", chunk("x", finish, USAGE, stop_reason))
+    result = VLLMBackend(fake.url, model=MODEL, grammar_field="structured_outputs").complete("p", PARAMS)
+    assert (result.finish_reason, result.stop_word) == (finish, word)
+
+
+@pytest.mark.parametrize("finish,stop_reason,word", STOP_REASONS)
+def test_stop_reason_names_the_stop_string_streamed(fake, finish, stop_reason, word):
+    fake.stream("/v1/completions", sse(chunk("x"), chunk("", finish, stop_reason=stop_reason),
+                                       {**chunk("", usage=USAGE), "choices": []}))
+    deltas = list(VLLMBackend(fake.url, model=MODEL, grammar_field="structured_outputs").stream("p", PARAMS))
+    assert [(d.text, d.finish_reason, d.stop_word) for d in deltas] == [("x", None, None), ("", finish, word)]
 
 
 def test_stream_error_event(fake):

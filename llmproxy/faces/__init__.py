@@ -1,0 +1,12 @@
+"""The wire APIs clients speak besides OpenAI chat, each a pair of pure translations onto the one pipeline.
+
+    responses/   OpenAI's Responses API (POST /v1/responses): Codex CLI, openai-agents
+    messages/    Anthropic's Messages API (POST /v1/messages): Claude Code, the anthropic SDK
+    lark.py      a custom tool's Lark grammar as a regular expression (Codex's apply_patch)
+    content.py   what stands in for content a text model cannot read
+
+A face turns its request into the internal ``ChatRequest`` and the pipeline's ``ChatCompletion`` (or
+its stream of chat chunks) back into its own response, events and error envelope. Rendering, grammar,
+repair, the second chance, admission, fallbacks and metrics are the pipeline's and the server's, never
+a face's. Nothing here does I/O: the server's endpoint classes (llmproxy.server.endpoints) drive it.
+"""

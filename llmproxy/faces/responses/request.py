@@ -1,0 +1,203 @@
+"""A Responses API request (``POST /v1/responses``) as the internal chat request, and what it keeps.
+
+``read_request(body, previous)`` takes the decoded JSON body and the stored response that its
+``previous_response_id`` names (the server looks it up; None when there is none), and gives a
+``ResponsesRequest``: the ``ChatRequest`` for the pipeline, the tool names to map calls back, the
+fields the response object repeats, the conversation's items (for ``StoredResponse``), and what was
+replaced (``notes``) or left out (``skipped``, for the server's log). A malformed field is an
+``InvalidRequestError`` naming it; what is merely unknown is skipped, never refused. ``stored_turn``
+gives what the server keeps of an exchange for a later ``previous_response_id``.
+
+- ``instructions`` become a leading system message; a previous response's are not inherited.
+- ``input`` is a string (one user message) or items (llmproxy.faces.responses.history), read after
+  the previous response's input and output items.
+- ``tools`` and ``tool_choice``: llmproxy.faces.responses.tools and ``_choice``.
+- ``text.format`` becomes chat's ``response_format``, ``max_output_tokens`` its ``max_tokens``,
+  ``reasoning.effort`` its ``reasoning_effort`` ("none" and "minimal" switch reasoning off).
+- ``conversation``, ``background`` and stored ``prompt`` templates live on OpenAI's servers only: 400.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmproxy.errors import NotFoundError
+from llmproxy.faces.responses._choice import read_tool_choice
+from llmproxy.faces.responses._fields import a_list, an_object, fail
+from llmproxy.faces.responses._reasoning import ENCRYPTED
+from llmproxy.faces.responses.history import History
+from llmproxy.faces.responses.tools import ToolNames, read_tools
+from llmproxy.types import ChatRequest, SystemMessage, Tool
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """A response kept for ``previous_response_id``: the response object as sent, and the input items
+    that led to it (its own previous turns' included; instructions never)."""
+
+    response: dict[str, Any]
+    input_items: list[Any]
+
+    def items(self) -> list[Any]:
+        """The conversation up to and including this response: its input items, then its output."""
+        return [*self.input_items, *self.response.get("output", [])]
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as one JSON-ready value (what its size is measured on)."""
+        return {"response": self.response, "input_items": self.input_items}
+
+
+# What the response object repeats of the request, and its value when the request leaves it out.
+ECHOED: dict[str, Any] = {
+    "instructions": None,
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "temperature": None,
+    "top_p": None,
+    "tool_choice": "auto",
+    "tools": [],
+    "text": {"format": {"type": "text"}},
+    "reasoning": None,
+    "max_output_tokens": None,
+    "previous_response_id": None,
+    "store": True,
+    "truncation": "disabled",
+    "user": None,
+    "prompt_cache_key": None,
+    "safety_identifier": None,
+}
+# Fields read, or harmless to pass over (hints for OpenAI's own caches and billing); any other is reported.
+KNOWN = {*ECHOED, "model", "input", "stream", "include", "conversation", "background", "prompt", "stream_options",
+         "service_tier", "prompt_cache_retention", "client_metadata"}
+# Chat's names for the fields a ChatRequest may refuse, as the client wrote them.
+RENAMED = {"max_tokens": "max_output_tokens", "response_format": "text.format", "reasoning_effort": "reasoning.effort",
+           "messages": "input"}
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    """A Responses request read: ``chat`` goes through the pipeline, the rest shapes the response."""
+
+    chat: ChatRequest
+    names: ToolNames  # which tool each function of ``chat`` stands for
+    echo: dict[str, Any]  # the fields the response object repeats, as sent (or their defaults)
+    items: list[Any]  # the conversation as input items: the previous response's, then this input's
+    include: frozenset[str]
+    stream: bool
+    store: bool
+    notes: list[str]  # content replaced by a stand-in (an image for a text model), for the response
+    skipped: list[str]  # items, parts, tools and fields left out, for the server's log
+
+    @property
+    def encrypted_reasoning(self) -> bool:
+        """Whether reasoning items carry their text sealed in ``encrypted_content`` too."""
+        return ENCRYPTED in self.include
+
+
+def stored_turn(request: ResponsesRequest, response: dict[str, Any]) -> StoredResponse:
+    """What to keep of an exchange for a later ``previous_response_id``: ``response`` is the response
+    object sent for ``request``."""
+    return StoredResponse(response, request.items)
+
+
+def _refuse_remote_state(body: dict[str, Any]) -> None:
+    if body.get("conversation") is not None:
+        raise fail("conversation", "conversations are not supported here; send previous_response_id, or the "
+                                   "whole history in input")
+    if body.get("background"):
+        raise fail("background", "background responses are not supported here; leave out background")
+    if body.get("prompt") is not None:
+        raise fail("prompt", "stored prompt templates live on OpenAI's servers and are not available here; "
+                             "send instructions and input instead")
+
+
+def _input_items(raw: Any) -> list[Any]:
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    return a_list(raw, "input")
+
+
+def _response_format(text: Any) -> dict[str, Any] | None:
+    """Chat's ``response_format`` for ``text.format``; None for plain text."""
+    form = an_object(text, "text").get("format") if text is not None else None
+    if form is None:
+        return None
+    kind = an_object(form, "text.format").get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind != "json_schema":
+        raise fail("text.format.type", "must be 'text', 'json_object' or 'json_schema'")
+    if not isinstance(form.get("schema"), dict):
+        raise fail("text.format.schema", "must be a JSON schema object")
+    spec = {"name": form.get("name") or "response", "schema": form["schema"]}
+    spec.update({key: form[key] for key in ("strict", "description") if form.get(key) is not None})
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def _reasoning_effort(reasoning: Any) -> Any:
+    return an_object(reasoning, "reasoning").get("effort") if reasoning is not None else None
+
+
+def _include(raw: Any, skipped: list[str]) -> frozenset[str]:
+    include = frozenset(entry for entry in a_list(raw, "include") if isinstance(entry, str))
+    skipped += [f"include {entry!r} left out: not available here" for entry in sorted(include - {ENCRYPTED})]
+    return include
+
+
+def read_request(body: dict[str, Any], previous: StoredResponse | None = None) -> ResponsesRequest:
+    """The ``ResponsesRequest`` for ``body``, continuing ``previous`` (the response that the body's
+    ``previous_response_id`` names). A ``previous_response_id`` with no ``previous`` is a 404."""
+    body = an_object(body, "request")
+    _refuse_remote_state(body)
+    if body.get("previous_response_id") is not None and previous is None:
+        # The server looks the response up; continuing without it would silently drop the history.
+        raise NotFoundError(f"previous_response_id: no stored response {body['previous_response_id']!r}; send the "
+                            "whole conversation as input instead", param="previous_response_id")
+    skipped = [f"field {key!r} ignored" for key in body if key not in KNOWN]
+    include = _include(body.get("include"), skipped)
+    offered = read_tools(body.get("tools"), skipped)
+    functions, choice = read_tool_choice(body.get("tool_choice"), offered)
+
+    history = History(offered.names)
+    earlier, this_input = (previous.items() if previous is not None else []), _input_items(body.get("input"))
+    history.read(earlier, "previous_response.items")
+    history.read(this_input, "input")
+    messages = history.messages()
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise fail("instructions", "must be a string")
+    if instructions:
+        messages.insert(0, SystemMessage(role="system", content=instructions))
+    if not messages:
+        raise fail("input", "the request holds no input and no instructions")
+
+    fields = {
+        "model": body.get("model"),
+        "messages": messages,
+        "tools": [Tool(function=function) for function in functions] or None,
+        "tool_choice": choice,
+        "parallel_tool_calls": body.get("parallel_tool_calls"),
+        "temperature": body.get("temperature"),
+        "top_p": body.get("top_p"),
+        "max_tokens": body.get("max_output_tokens"),
+        "stream": body.get("stream") is True,
+        "response_format": _response_format(body.get("text")),
+        "reasoning_effort": _reasoning_effort(body.get("reasoning")),
+        "user": body.get("user"),
+    }
+    try:
+        chat = ChatRequest.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        loc = [str(part) for part in error.get("loc", ())]
+        raise fail(".".join([RENAMED.get(loc[0], loc[0]), *loc[1:]]) if loc else "request", error["msg"]) from exc
+    echo = {key: body[key] if body.get(key) is not None else deepcopy(default) for key, default in ECHOED.items()}
+    return ResponsesRequest(chat=chat, names=offered.names, echo=echo, items=[*earlier, *this_input], include=include,
+                            stream=chat.stream, store=body.get("store") is not False, notes=history.notes,
+                            skipped=skipped + history.skipped)
