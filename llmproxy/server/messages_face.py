@@ -10,9 +10,9 @@ in Anthropic's error envelope and status table (a prompt over the context window
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
+from llmproxy.faces.wire import json_bytes
 from llmproxy.faces.messages import MessagesEvents, error_response, message_object, read_request
 from llmproxy.route import Route
 from llmproxy.server.endpoints import Served, TranslatedGeneration
@@ -45,7 +45,7 @@ MESSAGES_BODY: dict[str, Any] = {
 def anthropic_error_body(exc: BaseException) -> tuple[int, bytes]:
     """``exc`` in Anthropic's error envelope, with the status Anthropic's clients expect for it."""
     status, body = error_response(exc)
-    return status, json.dumps(body).encode()
+    return status, json_bytes(body)
 
 
 def read_messages(fields: dict[str, Any], *, counting: bool = False) -> Any:
@@ -76,7 +76,7 @@ class MessagesGeneration(TranslatedGeneration):
                               input_tokens=self.chat.prompt_tokens)
 
     def body(self, result: ChatCompletion) -> bytes:
-        return json.dumps(message_object(self.face, result, message_id=self.id)).encode()
+        return json_bytes(message_object(self.face, result, message_id=self.id))
 
     def on_route(self, route: Route) -> MessagesGeneration:
         return MessagesGeneration(self.face, route)

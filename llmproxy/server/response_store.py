@@ -3,7 +3,8 @@
 
 A client that continues a conversation by ``previous_response_id`` sends only its new input; the
 server prepends what the earlier turn was sent and answered. The store keeps each turn whole (its
-input items and the response), so one turn is enough to continue from. It holds at most
+input items and the response, as JSON bytes: a third of the memory of the same Python objects), so
+one turn is enough to continue from. It holds at most
 ``max_bytes`` of them (the least recently used go first) and each for ``ttl`` seconds after it was
 last used: state that outlives a request must never grow without bound. A server restart forgets
 them all; a client then gets a 404 naming the id, never a silently shorter conversation.

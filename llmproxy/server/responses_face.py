@@ -12,8 +12,11 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+import orjson
+
 from llmproxy.errors import ContextWindowExceededError, InvalidRequestError, NotFoundError
-from llmproxy.faces.responses import ResponsesEvents, json_bytes, read_request, response_object, stored_turn
+from llmproxy.faces.responses import ResponsesEvents, StoredResponse, read_request, response_object, stored_turn
+from llmproxy.faces.wire import json_bytes
 from llmproxy.route import Route
 from llmproxy.server.endpoints import Served, TranslatedGeneration, openai_error_body
 from llmproxy.server.request_log import logger
@@ -79,10 +82,10 @@ class ResponsesGeneration(TranslatedGeneration):
         final = self._final if self._final is not None else self._events.final if self._events else None
         if final is None or not self.face.store:
             return
-        turn = stored_turn(self.face, final)
-        size = len(json_bytes(turn.as_json()))
-        if not self.store.put(self.id, turn, size):
-            logger.warning("response %s (%d bytes) is larger than the whole response store; not stored", self.id, size)
+        record = json_bytes(stored_turn(self.face, final).as_json())  # bytes: its size is what it holds
+        if not self.store.put(self.id, record, len(record)):
+            logger.warning("response %s (%d bytes) is larger than the whole response store; not stored", self.id,
+                           len(record))
 
     def failed_stream(self, exc: BaseException) -> list[bytes] | None:
         """A streamed prompt over the context window is a ``response.failed`` with code
@@ -96,7 +99,7 @@ class ResponsesGeneration(TranslatedGeneration):
         return ResponsesGeneration(self.face, route, self.store)
 
 
-def previous(response_id: Any, store: ResponseStore) -> Any:
+def previous(response_id: Any, store: ResponseStore) -> StoredResponse | None:
     """The stored turn that ``previous_response_id`` names; None when the request names none."""
     if response_id is None:
         return None
@@ -106,11 +109,11 @@ def previous(response_id: Any, store: ResponseStore) -> Any:
     return stored(store, response_id, "previous_response_id")
 
 
-def stored(store: ResponseStore, response_id: str, param: str = "response_id") -> Any:
+def stored(store: ResponseStore, response_id: str, param: str = "response_id") -> StoredResponse:
     """The stored turn of ``response_id``, or a 404 saying why there may be none."""
-    turn = store.get(response_id)
-    if turn is None:
+    record = store.get(response_id)
+    if record is None:
         raise NotFoundError(f"{param}: no stored response {response_id!r}. Responses are kept in this server's "
                             "memory only, for an hour after their last use and only with store: true; send the "
                             "whole conversation as input instead.", param=param)
-    return turn
+    return StoredResponse(**orjson.loads(record))

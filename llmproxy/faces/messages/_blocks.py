@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmproxy.faces.content import left_out_note, stand_in
-from llmproxy.faces.messages._fields import a_list, a_string, an_object, block_type, optional, path
+from llmproxy.faces.messages._fields import a_list, a_string, an_object, block_type, optional, path, string_field
 
 # Blocks of one turn are separate paragraphs to the model: Claude Code sends a reminder block and the
 # user's words as two blocks, which run together into one sentence if joined with nothing.
@@ -38,7 +38,7 @@ def readable(block: Any, where: str, findings: Findings) -> str | None:
     """The prompt text of a text, image or document block; None for any other kind."""
     kind = block_type(block, where)
     if kind == "text":
-        return a_string(block.get("text"), path(where, "text"))
+        return string_field(block, "text", where)
     if kind == "image":
         return findings.replaced(where, "an image")
     if kind == "document":

@@ -31,6 +31,15 @@ def required(body: dict[str, Any], key: str, parent: str = "") -> Any:
     return value
 
 
+def string_field(body: dict[str, Any], key: str, where: str) -> str:
+    """``body[key]``, a string that must be there (its path is only spelled out for an error: these
+    checks run for every block of every message, on every turn)."""
+    value = body.get(key)
+    if isinstance(value, str):
+        return value
+    raise fail(path(where, key), "field required" if value is None else "expected a string")
+
+
 def an_object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise fail(where, "expected an object")
@@ -80,4 +89,4 @@ def optional(body: dict[str, Any], key: str, check: Any, parent: str = "", **lim
 
 def block_type(block: Any, where: str) -> str:
     """The ``type`` of a content block (an object with a string ``type``)."""
-    return a_string(required(an_object(block, where), "type", where), path(where, "type"))
+    return string_field(an_object(block, where), "type", where)

@@ -15,21 +15,15 @@ completion.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from llmproxy.errors import OutputParseError
 from llmproxy.faces.messages.errors import error_response
 from llmproxy.faces.messages.message import ended_by, signature, stop_reason, tool_use_id, usage
 from llmproxy.faces.messages.request import MessagesRequest
+from llmproxy.faces.wire import sse_event
 from llmproxy.server.chunks import ChatChunks
 from llmproxy.types import ChatCompletion, ChatCompletionChunk
-
-
-def event(payload: dict[str, Any]) -> bytes:
-    """One server-sent event: named after ``payload["type"]``, which it carries as JSON. ASCII-escaped
-    JSON, so a lone surrogate a model wrote travels as an escape rather than failing to encode."""
-    return f"event: {payload['type']}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
 class MessagesEvents:
@@ -65,7 +59,7 @@ class MessagesEvents:
             "usage": {"input_tokens": self.input_tokens, "output_tokens": 1,
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
         }
-        return [event({"type": "message_start", "message": message}), *self._translate(self.chat_chunks.opening())]
+        return [sse_event({"type": "message_start", "message": message}), *self._translate(self.chat_chunks.opening())]
 
     def feed(self, text: str) -> list[bytes]:
         return self._translate(self.chat_chunks.feed(text))
@@ -75,19 +69,19 @@ class MessagesEvents:
         sent = self._translate(self.chat_chunks.closing(completion))
         sent += self._close()
         reason = stop_reason(completion)
-        sent.append(event({
+        sent.append(sse_event({
             "type": "message_delta",
             "delta": {"stop_reason": reason, "stop_sequence": ended_by(completion) if reason == "stop_sequence" else None},
             "usage": usage(completion),  # the real counts, output_tokens cumulative as Anthropic sends it
         }))
-        sent.append(event({"type": "message_stop"}))
+        sent.append(sse_event({"type": "message_stop"}))
         return sent
 
     def keepalive(self) -> bytes:
-        return event({"type": "ping"})
+        return sse_event({"type": "ping"})
 
     def failure(self, exc: BaseException) -> list[bytes]:
-        return [event(error_response(exc)[1])]
+        return [sse_event(error_response(exc)[1])]
 
     # --- chat chunks -> block events -------------------------------------------------------------
 
@@ -115,7 +109,7 @@ class MessagesEvents:
         """``delta`` for the open block of ``kind``, opening one first where another kind is open."""
         sent = [] if self._open == kind else self._start({"type": "text", "text": ""} if kind == "text" else
                                                          {"type": "thinking", "thinking": "", "signature": ""})
-        sent.append(event({"type": "content_block_delta", "index": self._index, "delta": delta}))
+        sent.append(sse_event({"type": "content_block_delta", "index": self._index, "delta": delta}))
         return sent
 
     def _arguments(self, call_index: int, piece: str) -> list[bytes]:
@@ -125,14 +119,14 @@ class MessagesEvents:
         if block != self._index or self._open != "tool_use":
             raise OutputParseError("A piece of a call's arguments arrived after the call was closed in the "
                                    "stream; ask again, or without stream.", "")
-        return [event({"type": "content_block_delta", "index": block,
+        return [sse_event({"type": "content_block_delta", "index": block,
                        "delta": {"type": "input_json_delta", "partial_json": piece}})]
 
     def _start(self, block: dict[str, Any]) -> list[bytes]:
         sent = self._close()
         self._index += 1
         self._open = block["type"]
-        return [*sent, event({"type": "content_block_start", "index": self._index, "content_block": block})]
+        return [*sent, sse_event({"type": "content_block_start", "index": self._index, "content_block": block})]
 
     def _close(self) -> list[bytes]:
         """The open block's end; a thinking block's signature comes just before it."""
@@ -140,9 +134,9 @@ class MessagesEvents:
             return []
         sent = []
         if self._open == "thinking":
-            sent.append(event({"type": "content_block_delta", "index": self._index,
+            sent.append(sse_event({"type": "content_block_delta", "index": self._index,
                                "delta": {"type": "signature_delta", "signature": signature(self._thinking)}}))
             self._thinking = ""
-        sent.append(event({"type": "content_block_stop", "index": self._index}))
+        sent.append(sse_event({"type": "content_block_stop", "index": self._index}))
         self._open = None
         return sent

@@ -18,23 +18,17 @@ from llmproxy.faces.messages._blocks import PARAGRAPH, Findings, readable
 from llmproxy.faces.messages._fields import (
     a_bool,
     a_list,
-    a_string,
     an_object,
     block_type,
     fail,
     optional,
     path,
     required,
+    string_field,
 )
-from llmproxy.types import (
-    AssistantMessage,
-    FunctionCall,
-    Message,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+
+# Chat messages as plain data: validated once, with the whole ChatRequest (see llmproxy.faces).
+Message = dict[str, Any]
 
 # Claude Code opens its system prompt with an attribution line for Anthropic's billing,
 # ``x-anthropic-billing-header: cc_version=...; cc_entrypoint=...; cch=...;``. Its ``cch`` changes on
@@ -69,12 +63,12 @@ def _system_text(blocks: list[tuple[str, Any]], findings: Findings) -> str:
     return PARAGRAPH.join(texts)
 
 
-def system_message(system: Any, findings: Findings) -> SystemMessage | None:
+def system_message(system: Any, findings: Findings) -> Message | None:
     """The request's top-level ``system`` as one system message (blocks joined by a blank line)."""
     if system is None:
         return None
     text = _system_text(_blocks(system, "system"), findings)
-    return SystemMessage(role="system", content=text) if text else None
+    return {"role": "system", "content": text} if text else None
 
 
 def conversation(messages: Any, findings: Findings) -> list[Message]:
@@ -83,7 +77,7 @@ def conversation(messages: Any, findings: Findings) -> list[Message]:
     for index, message in enumerate(a_list(messages, "messages")):
         where = path("messages", index)
         message = an_object(message, where)
-        role = a_string(required(message, "role", where), path(where, "role"))
+        role = string_field(message, "role", where)
         if role not in ("user", "assistant", "system"):
             raise fail(path(where, "role"), "expected 'user', 'assistant' or 'system'")
         content = _blocks(required(message, "content", where), path(where, "content"))
@@ -92,7 +86,7 @@ def conversation(messages: Any, findings: Findings) -> list[Message]:
         elif role == "assistant":
             turns.append(_assistant(content, findings))
         elif text := _system_text(content, findings):  # Claude Code's mid-conversation reminders
-            turns.append(SystemMessage(role="system", content=text))
+            turns.append({"role": "system", "content": text})
     return turns
 
 
@@ -113,12 +107,12 @@ def _user(blocks: list[tuple[str, Any]], findings: Findings) -> list[Message]:
             else:
                 texts.append(text)
     if texts or not results:
-        results.append(UserMessage(role="user", content=PARAGRAPH.join(texts)))
+        results.append({"role": "user", "content": PARAGRAPH.join(texts)})
     return results
 
 
-def _tool_result(block: dict[str, Any], where: str, findings: Findings) -> ToolMessage:
-    call_id = a_string(required(block, "tool_use_id", where), path(where, "tool_use_id"))
+def _tool_result(block: dict[str, Any], where: str, findings: Findings) -> Message:
+    call_id = string_field(block, "tool_use_id", where)
     content = block.get("content")
     texts = []
     for at, inner in [] if content is None else _blocks(content, path(where, "content")):
@@ -130,19 +124,19 @@ def _tool_result(block: dict[str, Any], where: str, findings: Findings) -> ToolM
     text = PARAGRAPH.join(texts)
     if optional(block, "is_error", a_bool, where):  # the model must not take a failure's output for a result
         text = f"Error: {text}" if text else "Error"
-    return ToolMessage(role="tool", content=text, tool_call_id=call_id)
+    return {"role": "tool", "content": text, "tool_call_id": call_id}
 
 
-def _assistant(blocks: list[tuple[str, Any]], findings: Findings) -> AssistantMessage:
+def _assistant(blocks: list[tuple[str, Any]], findings: Findings) -> Message:
     texts: list[str] = []
     thoughts: list[str] = []
-    calls: list[ToolCall] = []
+    calls: list[dict[str, Any]] = []
     for where, block in blocks:
         kind = block_type(block, where)
         if kind == "text":
-            texts.append(a_string(block.get("text"), path(where, "text")))
+            texts.append(string_field(block, "text", where))
         elif kind == "thinking":  # its signature is Anthropic's (or ours): nothing to check
-            thoughts.append(a_string(block.get("thinking"), path(where, "thinking")))
+            thoughts.append(string_field(block, "thinking", where))
         elif kind == "redacted_thinking":
             findings.skip(where, "redacted (encrypted) thinking")
         elif kind == "tool_use":
@@ -152,17 +146,18 @@ def _assistant(blocks: list[tuple[str, Any]], findings: Findings) -> AssistantMe
         else:
             findings.skip(where, f"a {kind} block")
     text = PARAGRAPH.join(texts)
-    return AssistantMessage(
-        role="assistant",
-        content=text or (None if calls else ""),
-        tool_calls=calls or None,
-        reasoning_content=PARAGRAPH.join(thoughts) or None,
-    )
+    return {
+        "role": "assistant",
+        "content": text or (None if calls else ""),
+        "tool_calls": calls or None,
+        "reasoning_content": PARAGRAPH.join(thoughts) or None,
+    }
 
 
-def _tool_use(block: dict[str, Any], where: str) -> ToolCall:
-    call_id = a_string(required(block, "id", where), path(where, "id"))
-    name = a_string(required(block, "name", where), path(where, "name"))
+def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
+    call_id = string_field(block, "id", where)
+    name = string_field(block, "name", where)
     arguments = an_object(block.get("input", {}), path(where, "input"))
     # Written as the model would write it (non-ASCII as is): the turn is rendered back into the prompt.
-    return ToolCall(id=call_id, function=FunctionCall(name=name, arguments=json.dumps(arguments, ensure_ascii=False)))
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}

@@ -2,7 +2,6 @@
 
     read_request(body, previous) -> ResponsesRequest   the request as a ChatRequest, and what the answer needs
     response_object(request, completion, ...) -> dict  the ChatCompletion as a Responses response object
-    json_bytes(value) -> bytes                         a response object as the bytes to send
     ResponsesEvents(request, chat_chunks, ...)         a chat chunk stream as Responses server-sent events
     stored_turn(request, response) -> StoredResponse   what ``previous_response_id`` continues from
 
@@ -13,14 +12,13 @@ server's endpoint class drives it.
 """
 
 from llmproxy.faces.responses.events import ResponsesEvents
-from llmproxy.faces.responses.output import json_bytes, response_object
+from llmproxy.faces.responses.output import response_object
 from llmproxy.faces.responses.request import ResponsesRequest, StoredResponse, read_request, stored_turn
 
 __all__ = [
     "ResponsesEvents",
     "ResponsesRequest",
     "StoredResponse",
-    "json_bytes",
     "read_request",
     "response_object",
     "stored_turn",

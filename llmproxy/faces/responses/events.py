@@ -27,7 +27,8 @@ from llmproxy.faces.responses._streamed import (
     StreamedMessage,
     StreamedReasoning,
 )
-from llmproxy.faces.responses.output import custom_input, json_bytes, response_object, response_shell
+from llmproxy.faces.responses.output import custom_input, response_object, response_shell
+from llmproxy.faces.wire import sse_event
 from llmproxy.faces.responses.request import ResponsesRequest
 from llmproxy.server.chunks import ChatChunks
 from llmproxy.server.envelope import envelope
@@ -169,5 +170,5 @@ class ResponsesEvents:
         for event in events:
             event["sequence_number"] = self._sequence
             self._sequence += 1
-            frames.append(b"event: " + event["type"].encode() + b"\ndata: " + json_bytes(event) + b"\n\n")
+            frames.append(sse_event(event))
         return frames

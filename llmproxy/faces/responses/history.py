@@ -28,7 +28,9 @@ from llmproxy.faces.responses._fields import a_name, an_object, at, fail, option
 from llmproxy.faces.responses._parts import content_text
 from llmproxy.faces.responses._reasoning import replayed_reasoning
 from llmproxy.faces.responses.tools import ToolNames, ToolTarget
-from llmproxy.types import AssistantMessage, FunctionCall, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+
+# Chat messages as plain data: validated once, with the whole ChatRequest (see llmproxy.faces).
+Message = dict[str, Any]
 
 
 @dataclass
@@ -38,7 +40,7 @@ class _Turn:
     reasoning: list[str] = field(default_factory=list)
     reasoning_at: str = ""  # where its first reasoning item was, for the note should the turn have nothing else
     content: str | None = None
-    calls: list[ToolCall] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def answered(self) -> bool:
@@ -84,9 +86,9 @@ class History:
             return
         self._close_turn()
         if role == "user":
-            self._messages.append(UserMessage(role="user", content=text or ""))
+            self._messages.append({"role": "user", "content": text or ""})
         elif role in ("system", "developer"):
-            self._messages.append(SystemMessage(role=role, content=text or ""))
+            self._messages.append({"role": role, "content": text or ""})
         else:
             raise fail(at(here, "role"), "must be 'user', 'system', 'developer' or 'assistant'")
 
@@ -110,7 +112,7 @@ class History:
         call_id = a_name(item, "call_id", here)
         text = content_text(item.get("output"), at(here, "output"), self.notes, self.skipped)
         self._close_turn()
-        self._messages.append(ToolMessage(role="tool", content=text or "", tool_call_id=call_id))
+        self._messages.append({"role": "tool", "content": text or "", "tool_call_id": call_id})
 
     def _reasoning(self, item: dict[str, Any], here: str) -> None:
         text = replayed_reasoning(item)
@@ -143,7 +145,8 @@ class History:
         return self._turn
 
     def _add_call(self, call_id: str, name: str, arguments: str) -> None:
-        self._current_turn().calls.append(ToolCall(id=call_id, function=FunctionCall(name=name, arguments=arguments)))
+        self._current_turn().calls.append({"id": call_id, "type": "function",
+                                           "function": {"name": name, "arguments": arguments}})
 
     def _close_turn(self) -> None:
         turn, self._turn = self._turn, None
@@ -153,5 +156,5 @@ class History:
             self.skipped.append(f"{turn.reasoning_at}: reasoning with no assistant message or call after it left out")
             return
         content = turn.content if turn.content or not turn.calls else None  # chat's way: calls alone, no content
-        self._messages.append(AssistantMessage(role="assistant", content=content, tool_calls=turn.calls or None,
-                                               reasoning_content="\n\n".join(turn.reasoning) or None))
+        self._messages.append({"role": "assistant", "content": content, "tool_calls": turn.calls or None,
+                               "reasoning_content": "\n\n".join(turn.reasoning) or None})

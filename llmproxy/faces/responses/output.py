@@ -8,7 +8,6 @@ each named back as the client offered the tool (a namespace's child with its ``n
 stream passes the items it sent as ``output``, so both agree to the id. An answer cut at the token
 limit is ``incomplete``; a pending call still ends ``completed`` (there is no "requires action").
 The extra ``llmproxy`` field is the completion's own account plus the request's notes.
-``json_bytes`` writes such an object (or an event) as the bytes to send.
 """
 
 from __future__ import annotations
@@ -21,16 +20,6 @@ from llmproxy.faces.responses._reasoning import reasoning_item
 from llmproxy.faces.responses.request import ResponsesRequest
 from llmproxy.faces.responses.tools import ToolNames
 from llmproxy.types import ChatCompletion, ResponseMessage, ToolCall, new_id
-
-
-def json_bytes(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON; a lone surrogate in a text (JSON can carry one, UTF-8 cannot)
-    is written escaped."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def message_item(text: str, *, item_id: str | None = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from llmproxy.faces.responses._fields import a_list, an_object, fail
 from llmproxy.faces.responses._reasoning import ENCRYPTED
 from llmproxy.faces.responses.history import History
 from llmproxy.faces.responses.tools import ToolNames, read_tools
-from llmproxy.types import ChatRequest, SystemMessage, Tool
+from llmproxy.types import ChatRequest, Tool
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def read_request(body: dict[str, Any], previous: StoredResponse | None = None) -
     if instructions is not None and not isinstance(instructions, str):
         raise fail("instructions", "must be a string")
     if instructions:
-        messages.insert(0, SystemMessage(role="system", content=instructions))
+        messages.insert(0, {"role": "system", "content": instructions})
     if not messages:
         raise fail("input", "the request holds no input and no instructions")
 
