@@ -129,9 +129,9 @@ def test_count_tokens_answers_input_tokens_only():
 def test_models_list_in_anthropics_shape_and_the_root_answers_head():
     with serve(ScriptedBackend("unused")) as server:
         models = list(client(server).models.list())
-        head = httpx.head(server.base_url.removesuffix("/v1") + "/")
+        heads = [httpx.head(server.base_url.removesuffix("/v1") + path).status_code for path in ("/", "/api/hello")]
     assert [model.id for model in models] == ["local"] and models[0].type == "model"
-    assert head.status_code == 200
+    assert heads == [200, 200]
 
 
 def test_a_prompt_over_the_context_window_is_a_413_saying_prompt_is_too_long():

@@ -1,14 +1,18 @@
-"""The HTTP face: an OpenAI-compatible server in front of llmproxy's pipeline (``llmproxy serve``).
+"""The HTTP server in front of llmproxy's pipeline (``llmproxy serve``): OpenAI's chat and text
+completions and Responses API, and Anthropic's Messages API.
 
     app.py               the FastAPI app: endpoints, the fast path for generation POSTs, ``run``
     endpoints.py         one class per generation endpoint, in the stages draft -> plan -> finish
+    responses_face.py    POST /v1/responses: OpenAI's Responses API, translated (llmproxy.faces.responses)
+    messages_face.py     POST /v1/messages: Anthropic's Messages API, translated (llmproxy.faces.messages)
+    response_store.py    stored Responses API turns (previous_response_id), bounded by bytes and age
     lanes.py             how each backend is called: on the event loop (HTTP) or its own worker threads
                          (embedded); token counting, probes
     admission.py         how many requests a backend runs and queues; 429 with Retry-After past them
     fallbacks.py         which failures hand a request to a model's fallbacks, and how the answer says so
     responses.py         answering at once or as a server-sent event stream
     disconnects.py       stopping the work for a client that went away
-    chunks.py            stream chunk builders (chat and text) and server-sent event framing
+    chunks.py            stream chunk builders (chat and text), and the events protocol of every face
     text_completions.py  /v1/completions: a raw prompt, plan and finish
     models.py            which route answers a request's model name; /v1/models
     intake.py            API key and request body checks (JSON only)

@@ -269,9 +269,11 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
                   "/v1/responses": responses, MESSAGES_PATH: messages}
 
     @app.head("/", include_in_schema=False)
+    @app.head("/api/hello", include_in_schema=False)
     @app.get("/", include_in_schema=False)
     async def root() -> dict[str, str]:
-        """Clients probe the base address (Claude Code sends HEAD /); it says what answers here."""
+        """Clients probe the base address (Claude Code sends HEAD /, and HEAD /api/hello unless its
+        non-essential traffic is off); it says what answers here."""
         return {"name": "llmproxy", "version": __version__, "docs": "/docs"}
 
     @app.get("/v1/models", tags=["OpenAI"])
