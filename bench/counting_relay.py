@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from threaded_server import ThreadedServer
 
 
 @dataclass
@@ -113,29 +114,13 @@ def read_exchanges(sent: bytes, received: bytes) -> list[Exchange]:
     return exchanges
 
 
-class Relay:
+class Relay(ThreadedServer):
     """Listens on 127.0.0.1 (a free port), relays to ``upstream_port``, records every connection."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.connections: list[tuple[bytearray, bytearray]] = []  # (client -> server, server -> client)
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        async def start() -> None:
-            self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-            self.port = self.server.sockets[0].getsockname()[1]
-            ready.set()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(start())
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the relay did not start")
+        super().__init__(lambda loop: asyncio.start_server(self._relay, "127.0.0.1", 0), "the relay")
 
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         sent, received = bytearray(), bytearray()
@@ -171,11 +156,3 @@ class Relay:
 
     def reset(self) -> None:
         self.connections = []
-
-    def stop(self) -> None:
-        def close() -> None:
-            self.server.close()
-            self.loop.stop()
-
-        self.loop.call_soon_threadsafe(close)
-        self.thread.join(5)

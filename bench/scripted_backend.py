@@ -37,13 +37,13 @@ import asyncio
 import json
 import secrets
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fake_backend import FakeBackend, _completion, _completion_stream, _http, tokens  # noqa: E402
+from threaded_server import ThreadedServer  # noqa: E402
 
 # The shell tools of the clients, and the argument that holds the command.
 SHELL_TOOLS = {"exec_command": "cmd", "shell_command": "command", "shell": "command", "Bash": "command"}
@@ -219,42 +219,17 @@ def props(n_ctx: int, model: str = "scripted-hermes.gguf") -> bytes:
                        "default_generation_settings": {"n_ctx": n_ctx}}).encode()
 
 
-class Running:
+class Running(ThreadedServer):
     """A scripted backend serving on 127.0.0.1 in a thread of its own, until ``stop``."""
 
     def __init__(self, script: Script, port: int = 0, n_ctx: int = 32768, pace: float = 0.0) -> None:
         self.script = script
-        self.protocol = type("Scripted", (ScriptedBackend,), {"script": script, "props": props(n_ctx), "pace": pace})
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-        self.port = port
-
-        async def start() -> None:
-            self.server = await self.loop.create_server(self.protocol, "127.0.0.1", port)
-            self.port = self.server.sockets[0].getsockname()[1]
-            started.set()
-
-        self.thread = threading.Thread(target=self._run, args=(start,), daemon=True)
-        self.thread.start()
-        if not started.wait(10):
-            raise RuntimeError("the scripted backend did not start")
-
-    def _run(self, start: Any) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_until_complete(start())
-        self.loop.run_forever()
+        protocol = type("Scripted", (ScriptedBackend,), {"script": script, "props": props(n_ctx), "pace": pace})
+        super().__init__(lambda loop: loop.create_server(protocol, "127.0.0.1", port), "the scripted backend")
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        def close() -> None:
-            self.server.close()
-            self.loop.stop()
-
-        self.loop.call_soon_threadsafe(close)
-        self.thread.join(5)
 
 
 def main() -> None:

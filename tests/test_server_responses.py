@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 from pydantic import BaseModel
-from server_helpers import ScriptedBackend, route, running
+from server_helpers import FIXTURES, ScriptedBackend, route, running
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
@@ -146,22 +146,7 @@ def test_a_namespace_tools_call_comes_back_with_its_namespace_and_the_childs_nam
     assert item.namespace == "mcp__files__"
 
 
-APPLY_PATCH_GRAMMAR = """start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-%import common.LF
-"""
+APPLY_PATCH_GRAMMAR = (FIXTURES / "apply_patch.lark").read_text(encoding="utf-8")  # as Codex sends it
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+Hello \"world\"\n*** End Patch\n"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import pytest
 from grammar_walk import accepts
@@ -17,26 +18,7 @@ from llmproxy.grammar import schema_grammar, validate_grammar
 from llmproxy.patterns import compiled
 
 # Codex's apply_patch tool, exactly as Codex sends it.
-APPLY_PATCH = """start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-"""
+APPLY_PATCH = (Path(__file__).parent.parent / "fixtures" / "apply_patch.lark").read_text(encoding="utf-8")
 
 PATCH = custom_tool_pattern("lark", APPLY_PATCH)
 
