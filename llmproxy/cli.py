@@ -45,7 +45,8 @@ def serve(
              "wrapper, syntax, grammar, context_window, settings, auth_type, auth_key, max_running, max_queue, retries, "
              "connect_timeout, first_token_timeout, read_timeout, fallbacks (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
-             "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections; "
+             "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections, "
+             "response_store_bytes, response_store_ttl; "
              "flags win; and an optional [aliases] table of glob patterns: \"claude-*\" = \"NAME\"). A request's "
              "model picks one; naming none picks default_model, else the first; an unknown name gets the "
              "first alias it matches, else default_model, else a 404. "
@@ -142,6 +143,7 @@ def serve(
     """
     from llmproxy.server.app import create_app, run
     from llmproxy.server.config import serving
+    from llmproxy.server.response_store import ResponseStore
 
     level = log_level.lower()
     if level not in LOG_LEVELS:
@@ -164,7 +166,8 @@ def serve(
                             max_body_bytes=server.max_body_bytes,
                             allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
                             cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
-                            aliases=aliases)
+                            aliases=aliases, responses=ResponseStore(server.response_store_bytes,
+                                                                     server.response_store_ttl))
     for name, route in routes.items():
         log.info("model %r: backend %s, wrapper %s, grammar %s, context %d tokens", name, route.backend.name,
                  route.wrapper.name, route.grammar, route.context_window)

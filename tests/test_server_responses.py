@@ -174,6 +174,9 @@ def test_stored_responses_continue_by_id_and_can_be_read_and_deleted():
         assert "What is your name?" in backend.prompts[1] and "My name is Sam." in backend.prompts[1]
         assert "Be brief." not in backend.prompts[1]  # instructions are not inherited
         assert api.responses.retrieve(second.id).output_text == "You asked my name."
+        metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
+        assert re.search(r"^llmproxy_stored_responses 2\.0$", metrics, re.M)
+        assert re.search(r"^llmproxy_stored_response_bytes [1-9]", metrics, re.M)
         api.responses.delete(first.id)
         with pytest.raises(openai.NotFoundError):
             api.responses.retrieve(first.id)

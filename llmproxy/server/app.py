@@ -70,7 +70,7 @@ class Service:
         for name, route in models.routes.items():
             if id(route.backend) not in self.lanes:
                 self.lanes[id(route.backend)] = lane_for(route.backend, name, limits.get(name) or route_limits(route))
-        self.metrics = Metrics(self.lanes.values())
+        self.metrics = Metrics(self.lanes.values(), responses)
 
     def lane(self, route: Route) -> Lane:
         return self.lanes[id(route.backend)]

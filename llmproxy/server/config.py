@@ -14,6 +14,8 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     body_timeout = 30             # seconds for its body to arrive, from its headers
     max_header_bytes = 65536
     max_connections = 1000        # past it, the oldest connection with no request running is closed
+    response_store_bytes = 67108864  # Responses API turns kept for previous_response_id (0: none)
+    response_store_ttl = 3600     # seconds each is kept after its last use
 
     [models.smol]                 # without default_model, the first model answers requests naming none
     backend = "embedded"          # MemGPT endpoint type: embedded, llamacpp, koboldcpp, ollama, ...
@@ -63,6 +65,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmproxy.errors import ConfigurationError
 from llmproxy.grammar import grammar_names
 from llmproxy.route import DEFAULT_RETRIES, Route, build_route
+from llmproxy.server.response_store import DEFAULT_MAX_BYTES as DEFAULT_STORE_BYTES
+from llmproxy.server.response_store import DEFAULT_TTL as DEFAULT_STORE_TTL
 from llmproxy.settings import to_generation_params
 
 DEFAULT_HOST = "127.0.0.1"
@@ -119,6 +123,9 @@ class ServerConfig(ConnectionLimits):
     default_model: str | None = None  # answers requests naming no model or an unknown one
     allowed_hosts: list[str] = Field(default_factory=list)
     cors_origins: list[str] = Field(default_factory=list)
+    # The Responses API's stored turns (llmproxy.server.response_store): bytes in all, seconds each.
+    response_store_bytes: int = Field(default=DEFAULT_STORE_BYTES, ge=0)
+    response_store_ttl: float = Field(default=DEFAULT_STORE_TTL, gt=0)
 
     def limits(self) -> ConnectionLimits:
         return ConnectionLimits(**{key: getattr(self, key) for key in ConnectionLimits.model_fields})

@@ -10,6 +10,7 @@
     llmproxy_retries_total{model}                              second chances given to unusable answers
     llmproxy_fallbacks_total{model, error}                     models that could not take a request, and why
     llmproxy_queue_depth{model}, llmproxy_running_requests{model}  each backend lane, when scraped
+    llmproxy_stored_responses, llmproxy_stored_response_bytes  the Responses API's store, when scraped
 
 Each request is counted from its log line's record (llmproxy.server.request_log), so the two always
 agree. ``model`` is a served model's name, or ``-`` when the request named none that is served: a
@@ -27,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from llmproxy.server.lanes import Lane
 from llmproxy.server.request_log import RequestLog
+from llmproxy.server.response_store import ResponseStore
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # From a cached short answer to a long generation on a slow machine.
@@ -36,7 +38,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 class Metrics:
     """One app's metrics: ``record`` each request as it ends; ``exposition`` is what /metrics serves."""
 
-    def __init__(self, lanes: Iterable[Lane]) -> None:
+    def __init__(self, lanes: Iterable[Lane], store: ResponseStore | None = None) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("llmproxy_requests", "Generation requests, by endpoint, model and HTTP status.",
                                 ["endpoint", "model", "status"], registry=self.registry)
@@ -58,6 +60,8 @@ class Metrics:
         self.fallbacks = Counter("llmproxy_fallbacks", "Models that could not take a request, by error.",
                                  ["model", "error"], registry=self.registry)
         self.registry.register(_Lanes(list(lanes)))
+        if store is not None:
+            self.registry.register(_Store(store))
 
     def record(self, log: RequestLog) -> None:
         model = log.route.name if log.route else "-"
@@ -97,3 +101,16 @@ class _Lanes(Collector):
             running.add_metric([lane.admission.name], lane.admission.running)
         yield waiting
         yield running
+
+
+class _Store(Collector):
+    """How many Responses API turns are stored, and their bytes, read when scraped."""
+
+    def __init__(self, store: ResponseStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("llmproxy_stored_responses", "Responses API turns kept for previous_response_id.",
+                                value=len(self.store))
+        yield GaugeMetricFamily("llmproxy_stored_response_bytes", "Bytes those stored turns hold.",
+                                value=self.store.bytes)

@@ -80,7 +80,7 @@ class ResponsesGeneration(TranslatedGeneration):
 
     def sent(self) -> None:
         final = self._final if self._final is not None else self._events.final if self._events else None
-        if final is None or not self.face.store:
+        if final is None or not self.face.store or not self.store.max_bytes:  # no store asked for, or none kept
             return
         record = json_bytes(stored_turn(self.face, final).as_json())  # bytes: its size is what it holds
         if not self.store.put(self.id, record, len(record)):
