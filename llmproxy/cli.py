@@ -42,7 +42,8 @@ def serve(
     config: Annotated[Path | None, typer.Option(
         "--config", envvar="LLMPROXY_CONFIG", show_default=False,
         help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
-             "wrapper, syntax, grammar, context_window, settings, auth_type, auth_key, max_running, max_queue, retries, "
+             "wrapper, syntax, grammar, decide, context_window, settings, auth_type, auth_key, max_running, max_queue, "
+             "retries, "
              "connect_timeout, first_token_timeout, read_timeout, fallbacks (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections, "
@@ -63,6 +64,7 @@ def serve(
     wrapper: opt.Wrapper = None,
     syntax: opt.Syntax = None,
     grammar: opt.Grammar = None,
+    decide: opt.Decide = None,
     context_window: opt.ContextWindow = None,
     max_running: Annotated[int | None, typer.Option(
         "--max-running", min=1, show_default=False,
@@ -150,7 +152,7 @@ def serve(
         raise _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, not {log_level!r}")
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"backend": backend, "endpoint": endpoint, "model": model, "wrapper": wrapper, "syntax": syntax,
-             "grammar": grammar,
+             "grammar": grammar, "decide": decide,
              "context_window": context_window, "max_running": max_running, "max_queue": max_queue,
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}
@@ -169,8 +171,8 @@ def serve(
                             aliases=aliases, responses=ResponseStore(server.response_store_bytes,
                                                                      server.response_store_ttl))
     for name, route in routes.items():
-        log.info("model %r: backend %s, wrapper %s, grammar %s, context %d tokens", name, route.backend.name,
-                 route.wrapper.name, route.grammar, route.context_window)
+        log.info("model %r: backend %s, wrapper %s, grammar %s, tool_choice auto decided %s, context %d tokens",
+                 name, route.backend.name, route.wrapper.name, route.grammar, route.decide, route.context_window)
     log.info("OpenAI base URL: http://%s:%d/v1 (docs at /docs)", listen_host, listen_port)
     connection_flags = {"idle_timeout": idle_timeout, "header_timeout": header_timeout, "body_timeout": body_timeout,
                         "max_connections": max_connections}

@@ -2,9 +2,10 @@
 
 One module decides for everything that can constrain an answer:
 
-- a call: the call syntax's grammar where the backend takes GBNF, its JSON schema where the backend
-  takes a schema instead (Ollama's ``format``), a grammar file the route names, or nothing (the answer
-  is then repaired and validated only);
+- a call: the call syntax's grammar where the backend takes GBNF (lazily from a trigger word, or as a
+  first-step choice between calling and answering, where the backend takes those forms), its JSON schema
+  where the backend takes a schema instead (Ollama's ``format``), a grammar file the route names, or
+  nothing (the answer is then repaired and validated only);
 - ``response_format`` (``json_object``, ``json_schema``) for a plain-text answer;
 - the ``grammar`` field of a raw completion (a shipped grammar's name, or GBNF text).
 
@@ -18,13 +19,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from llmproxy.backends import backends_with
 from llmproxy.backends.base import Backend
+from llmproxy.decide import CALL_BIAS
 from llmproxy.errors import GrammarError, InvalidRequestError, UnsupportedRequestError
 from llmproxy.grammar import grammar_names, load_grammar, schema_grammar, validate_grammar
 from llmproxy.types import ResponseFormat
 
 if TYPE_CHECKING:
     from llmproxy.route import Route
-    from llmproxy.syntaxes.base import AnswerShape, CallMode, LazyGrammar
+    from llmproxy.syntaxes.base import AnswerShape, CallMode, GrammarChoice, LazyGrammar
 
 CallConstraint = Literal["generated", "json_schema", "named"]
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
@@ -38,10 +40,12 @@ class Constraint:
     json_schema: dict[str, Any] | None = None
     label: str | None = None
     lazy: LazyGrammar | None = None  # ``grammar`` from a trigger word on, for servers that take that form
+    choice: GrammarChoice | None = None  # ``grammar`` as a first-step choice, for backends that make it
 
     def settings(self) -> dict[str, Any]:
         """The constraint as generation settings."""
-        fields = (("grammar", self.grammar), ("lazy_grammar", self.lazy), ("json_schema", self.json_schema))
+        fields = (("grammar", self.grammar), ("lazy_grammar", self.lazy), ("choice_grammar", self.choice),
+                  ("json_schema", self.json_schema))
         return {key: value for key, value in fields if value}
 
 
@@ -90,6 +94,11 @@ def answer_constraint(kind: CallConstraint | None, route: Route, shape: AnswerSh
         return format_constraint(route.backend, response_format)
     if kind == "generated":
         grammar = shape.syntax.grammar(shape)
+        if grammar.choice is not None and route.backend.capabilities.choice_grammar:
+            validate_grammar(grammar.choice.calls)
+            validate_grammar(grammar.choice.answer)
+            choice = replace(grammar.choice, call_bias=CALL_BIAS)
+            return replace(_checked(grammar.text, grammar.label), choice=choice)
         if grammar.lazy is not None and route.backend.capabilities.lazy_grammar:
             validate_grammar(grammar.lazy.text)
             return replace(_checked(grammar.text, grammar.label), lazy=grammar.lazy)

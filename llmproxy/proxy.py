@@ -22,6 +22,7 @@ from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, response_message, schema_problem
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
+from llmproxy.decide import request_decide
 from llmproxy.loops import looping_unit
 from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.constraints import Constraint, format_schema
@@ -117,6 +118,7 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False) ->
         parallel=request.answer_form == "tools" and request.parallel_tool_calls is not False,
         first_message=first_message,
         primed=kind != "json_schema",  # a JSON schema constrains a whole answer, not a continuation
+        decide=request_decide(route, request, call),
     )
     rendered = route.wrapper.render(request.messages, shape, first_message=first_message,
                                     reasoning=request.wants_reasoning())
@@ -418,17 +420,21 @@ def get_chat_completion(
     auth_key: str | None = None,
     backend_options: dict[str, Any] | None = None,
     retries: int = DEFAULT_RETRIES,
+    decide: str | None = None,
     **request_fields: Any,
 ) -> ChatCompletion:
     """Answer an OpenAI chat request with a local model; the keyword names are MemGPT's.
 
     ``messages``, ``functions``/``tools`` and the rest may be dicts or llmproxy's pydantic models.
     Extra keyword arguments (``temperature``, ``max_tokens``, ``stop``, ``seed`` ...) are request fields.
-    ``endpoint_type`` defaults to the embedded model; ``wrapper`` to ``chatml``; ``grammar`` to the
-    wrapper alias's setting, else ``auto``. ``backend_options`` go to the backend's constructor
-    (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``).
+    ``endpoint_type`` defaults to the embedded model; ``wrapper`` to ``auto`` (the model's own template,
+    else chatml-json); ``grammar`` to the wrapper alias's setting, else ``auto``. ``backend_options`` go to
+    the backend's constructor (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's
+    ``grammar_field``).
     ``retries``: how many more generations an answer that cannot be used gets (told what was wrong)
-    before the error is raised.
+    before the error is raised. ``decide``: how ``tool_choice: "auto"`` is decided, ``"free"`` (the model
+    writes text or a call as it likes) or ``"choose"`` (its first step is a choice between calling and
+    answering); default: ``choose`` on the bundled SmolLM2, ``free`` elsewhere (llmproxy.decide).
     """
     _check_library_input(messages, request_fields)
     if not isinstance(first_message, bool):
@@ -451,5 +457,6 @@ def get_chat_completion(
         auth_key=auth_key,
         backend_options=backend_options,
         retries=retries,
+        decide=decide,
     )
     return chat_completion(request, route, first_message=first_message)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Any
 
 from llmproxy.backends import create_backend
 from llmproxy.backends.base import Backend
+from llmproxy.backends.embedded import DEFAULT_MODEL_FILE
+from llmproxy.decide import DecideMode, check_decide, route_decide
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.model_template import AUTO, NAME_A_WRAPPER, backend_wrapper
 from llmproxy.settings import resolve_settings
@@ -25,6 +28,7 @@ DEFAULT_WRAPPER = AUTO
 FALLBACK_WRAPPER = "chatml-json"
 DEFAULT_CONTEXT_WINDOW = 8192  # used when neither the caller nor the backend can tell
 DEFAULT_RETRIES = 2  # a second chance, and a third, before an answer that cannot be used is an error
+BUNDLED_MODEL = Path(DEFAULT_MODEL_FILE).stem  # the embedded backend's own model, where choose is the default
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Route:
     settings: dict[str, Any] = field(default_factory=dict)
     function_correction: bool = True
     retries: int = DEFAULT_RETRIES
+    decide: DecideMode = "free"  # how tool_choice "auto" is decided (llmproxy.decide)
 
     @cached_property
     def base_settings(self) -> dict[str, Any]:
@@ -115,17 +120,21 @@ def build_route(
     backend_options: dict[str, Any] | None = None,
     name: str | None = None,
     retries: int = DEFAULT_RETRIES,
+    decide: str | None = None,
 ) -> Route:
     """A route from MemGPT-style arguments. ``grammar=None`` takes the wrapper alias's setting
     (``chatml-grammar`` means on), else ``auto``. ``syntax`` names the call syntax of the wrapper ``auto``
     (default: read from the model's template). ``backend_options`` go to the backend's constructor
-    (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``)."""
+    (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``).
+    ``decide``: how ``tool_choice: "auto"`` is decided, ``free`` or ``choose`` (llmproxy.decide; default:
+    ``choose`` on the bundled SmolLM2, ``free`` elsewhere)."""
     _check_types(endpoint_type=(endpoint_type, str), endpoint=(endpoint, str | None), model=(model, str | None),
                   wrapper=(wrapper, str | None), syntax=(syntax, str | None), grammar=(grammar, str | None),
                   context_window=(context_window, int | None), settings=(settings, dict | None),
                   function_correction=(function_correction, bool), auth_type=(auth_type, str | None),
                   auth_key=(auth_key, str | None), backend_options=(backend_options, dict | None),
-                  retries=(retries, int))
+                  retries=(retries, int), decide=(decide, str | None))
+    check_decide(decide)
     if retries < 0:
         raise InvalidRequestError(f"retries must be 0 or more, not {retries}", param="retries")
     if context_window is not None and context_window <= 0:
@@ -140,13 +149,16 @@ def build_route(
     backend.discover()  # asks the server once, here (off the event loop); complete() asks again if it was down
     window = context_window or backend.context_window() or DEFAULT_CONTEXT_WINDOW
     resolved = route_wrapper(backend, wrapper, syntax, named)
+    grammar_mode = resolved.grammar_mode(grammar)
+    bundled = backend.name == "embedded" and getattr(backend, "model_name", None) == BUNDLED_MODEL
     return Route(
         name=name or model or endpoint_type,
         backend=backend,
         wrapper=resolved.wrapper,
-        grammar=resolved.grammar_mode(grammar),
+        grammar=grammar_mode,
         context_window=window,
         settings=dict(settings or {}),
         function_correction=function_correction,
         retries=retries,
+        decide=route_decide(decide, backend, resolved.wrapper, grammar_mode, bundled=bundled),
     )

@@ -27,8 +27,8 @@ from llmproxy.backends.base import GenerationParams
 from llmproxy.errors import ConfigurationError
 
 USER_SETTINGS_ENV = "LLMPROXY_SETTINGS"
-COMMON_KEYS = ("max_tokens", "stop", "temperature", "top_p", "seed", "grammar", "lazy_grammar", "json_schema",
-               "logprobs")
+COMMON_KEYS = ("max_tokens", "stop", "temperature", "top_p", "seed", "grammar", "lazy_grammar", "choice_grammar",
+               "json_schema", "logprobs")
 
 
 def user_settings_path() -> Path:
@@ -125,6 +125,7 @@ def to_generation_params(settings: dict[str, Any]) -> GenerationParams:
         seed=settings.get("seed"),
         grammar=settings.get("grammar"),
         lazy_grammar=settings.get("lazy_grammar"),
+        choice_grammar=settings.get("choice_grammar"),
         json_schema=settings.get("json_schema"),
         logprobs=settings.get("logprobs"),
         extra=extra,

@@ -29,7 +29,7 @@ from llmproxy._bounded_cache import MIB, bounded_cache
 from llmproxy._data import search_dirs
 from llmproxy.errors import ConfigurationError, TemplateError
 from llmproxy.syntaxes import create_syntax
-from llmproxy.syntaxes.base import AnswerShape, CallMode, CallSyntax, Reasoning
+from llmproxy.syntaxes.base import AnswerShape, CallMode, CallSyntax, Decide, Reasoning
 from llmproxy.types import (
     AssistantMessage,
     FunctionCall,
@@ -369,13 +369,15 @@ class Wrapper:
 
     def shape(self, call: CallMode, functions: Sequence[FunctionDefinition], allowed: Sequence[str] = (), *,
               named: bool = False, parallel: bool = False, first_message: bool = False,
-              primed: bool = True) -> AnswerShape:
-        """The answer shape of a request in call mode ``call`` (see CallSyntax.shape)."""
+              primed: bool = True, decide: Decide = "free") -> AnswerShape:
+        """The answer shape of a request in call mode ``call`` (see CallSyntax.shape); ``decide``: how an
+        optional call is decided, for syntaxes that can choose (llmproxy.decide)."""
         syntax = self.spec.syntax
         if call == "text" or syntax is None:
             return AnswerShape(syntax, "text", tuple(functions), prefix=self.spec.text_prefix)
-        return syntax.shape(call, functions, allowed or [f.name for f in functions], named=named,
-                            parallel=parallel, first_message=first_message, primed=primed)
+        shape = syntax.shape(call, functions, allowed or [f.name for f in functions], named=named,
+                             parallel=parallel, first_message=first_message, primed=primed)
+        return replace(shape, decide=decide) if call == "optional" and syntax.can_choose else shape
 
     def stops(self, shape: AnswerShape) -> tuple[str, ...]:
         """Where the answer ends: the format's end-of-turn markers, and the syntax's own cut after a call

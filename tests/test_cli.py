@@ -251,11 +251,12 @@ def small_suite(tmp_path):
 
 
 def table_rows(out: str) -> dict[tuple[str, str], list[str]]:
+    """(wrapper, grammar) -> the cells from "valid calls" on."""
     rows = {}
     for line in out.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 7 and cells[0] not in ("wrapper", "") and not cells[0].startswith("-"):
-            rows[cells[0], cells[1]] = cells[2:]
+        if len(cells) == 9 and cells[0] not in ("wrapper", "") and not cells[0].startswith("-"):
+            rows[cells[0], cells[1]] = cells[3:]
     return rows
 
 
@@ -266,14 +267,14 @@ def test_eval_embedded_chatml_and_noforce_with_and_without_grammar(tmp_path):
                     "--seed", "1", "--max-tokens", "100")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.startswith("| wrapper        | grammar | valid calls | correct function | repairs needed | second chance "
-                          "| mean latency |\n")
+    assert out.startswith("| wrapper        | grammar | decide | valid calls | correct function | right decision "
+                          "| repairs needed | second chance | mean latency |\n")
     rows = table_rows(out)
     assert set(rows) == {("chatml", "auto"), ("chatml", "none"), ("chatml-noforce", "auto"), ("chatml-noforce", "none")}
     assert rows["chatml", "auto"][0] == "1/1 (100%)"  # the grammar makes every call valid
-    assert all(cells[4].endswith(" s") for cells in rows.values())
+    assert all(cells[5].endswith(" s") for cells in rows.values())
     assert f"1 scenario from {one}; backend embedded" in out
-    for label in ("chatml, grammar auto: 1 scenario", "chatml-noforce, grammar none: 1 scenario"):
+    for label in ("chatml, grammar auto, decide free: 1 scenario", "chatml-noforce, grammar none, decide free: 1 scenario"):
         assert label in result.stderr  # progress, one line per configuration when piped
 
 
@@ -308,7 +309,7 @@ def test_eval_with_no_valid_answer_fails_with_the_first_error(httpserver, small_
     result = invoke("eval", str(small_suite), "--backend", "llamacpp", "--endpoint", httpserver.url_for("/"), "--wrapper", "chatml",
                     "--grammar", "none")
     assert result.exit_code == 1
-    assert "| chatml  | none    |    0/2 (0%) |" in result.stdout
+    assert "| chatml  | none    | free   |    0/2 (0%) |" in result.stdout
     assert "no configuration produced a valid answer; the first error: The model's output holds no usable JSON object (the model wrote text where the function name belongs: 'no idea')" \
         in one_error_line(result.stderr)
 
@@ -379,7 +380,7 @@ def test_process_try_and_eval_against_a_fake_backend(httpserver, small_suite):
     assert 'call        send_message {"message": "Tom is a fine name!"}' in tried.stdout
     evaluated = run("eval", str(small_suite), *fake.memgpt_flags, "--grammar", "auto")
     assert evaluated.returncode == 0, evaluated.stderr
-    assert "| chatml  | auto    |  2/2 (100%) |       2/2 (100%) |     2/2 (100%) |" in evaluated.stdout
+    assert "| chatml  | auto    | free   |  2/2 (100%) |       2/2 (100%) |              - |     2/2 (100%) |" in evaluated.stdout
 
 
 def test_process_probe_and_errors(httpserver, closed_port):

@@ -7,6 +7,9 @@ when the grammar rejects it, the draw is redone over the grammar-masked vocabula
 exactly what the grammar admits, and the usual case - the model already follows it - costs almost
 nothing.
 
+A ``GrammarChoice`` in place of the grammar makes the first step a choice between two grammars, from
+the model's raw logits (llmproxy.backends._choice_sampling).
+
 The same class hands each sampled token, with the logits it was drawn from, to ``on_sample`` when one is
 set: the embedded backend's logprobs, without llama-cpp-python's ``logits_all`` buffer (n_ctx x vocab).
 It also keeps the tokens drawn (``drawn``), from which ``ending_text`` tells a generation that a stop
@@ -23,6 +26,9 @@ import llama_cpp
 import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 
+from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
+from llmproxy.syntaxes.base import GrammarChoice
+
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
 
 
@@ -36,6 +42,8 @@ class GrammarCheckedLlama(Llama):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.drawn: list[int] = []  # every token drawn since a caller holding the lock last emptied it
+        self._pieces: list[str] | None = None  # each token's text, read when a choice first needs it
+        self._starts: dict[tuple[str, ...], np.ndarray] = {}
 
     def ending_text(self) -> bytes | None:
         """The text of the tokens drawn, as llama-cpp-python matches stop strings against it; None when
@@ -54,19 +62,33 @@ class GrammarCheckedLlama(Llama):
             self.on_sample(token, np.ctypeslib.as_array(logits, shape=(self.n_vocab(),)))
         return token
 
-    def _init_sampler(self, *args: Any, grammar: LlamaGrammar | None = None, **kwargs: Any) -> Any:
+    def _init_sampler(self, *args: Any, grammar: LlamaGrammar | GrammarChoice | None = None, **kwargs: Any) -> Any:
         chain = super()._init_sampler(*args, grammar=None, **kwargs)
         if grammar is None:
             return chain
-        return _DrawFirstSampler(chain, self._model.vocab, grammar, self.n_vocab())
+        if isinstance(grammar, GrammarChoice):  # passed through create_completion's grammar argument
+            return ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
+                                   lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()))
+        return _DrawFirstSampler(chain, self._model.vocab, grammar._grammar, self.n_vocab())
+
+    def _call_starts(self, triggers: tuple[str, ...]) -> np.ndarray:
+        """Which tokens start a call (llmproxy.backends._choice_sampling.call_starts), worked out once per
+        set of trigger words: it reads the whole vocabulary."""
+        if triggers not in self._starts:
+            if self._pieces is None:
+                self._pieces = [self.detokenize([token], special=True).decode("utf-8", errors="ignore")
+                                for token in range(self.n_vocab())]
+            self._starts[triggers] = call_starts(self._pieces, triggers)
+        return self._starts[triggers]
 
 
 class _DrawFirstSampler:
-    """Stands in for llama-cpp-python's ``LlamaSampler``: ``sample(ctx, idx)`` returns an accepted token."""
+    """Stands in for llama-cpp-python's ``LlamaSampler``: ``sample(ctx, idx)`` returns a token that the
+    grammar ``text`` accepts."""
 
-    def __init__(self, chain: Any, vocab: Any, grammar: LlamaGrammar, n_vocab: int) -> None:
+    def __init__(self, chain: Any, vocab: Any, text: str, n_vocab: int) -> None:
         self._chain = chain  # owns the ordinary samplers (penalties, top-k/p, temperature, dist)
-        self._rules = llama_cpp.llama_sampler_init_grammar(vocab, grammar._grammar.encode(), b"root")
+        self._rules = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), b"root")
         if not self._rules:
             raise ValueError("llama.cpp rejected the grammar")
         self._one = (llama_cpp.llama_token_data * 1)()

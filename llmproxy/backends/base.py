@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    from llmproxy.syntaxes.base import LazyGrammar
+    from llmproxy.syntaxes.base import GrammarChoice, LazyGrammar
 
 FinishReason = Literal["stop", "length"]
 
@@ -39,6 +39,9 @@ class GenerationParams:
     # The same constraint for a server that applies it lazily (llama.cpp's ``grammar_lazy``): a grammar
     # from a trigger word on; backends without lazy grammars use ``grammar``, which admits the same answers.
     lazy_grammar: LazyGrammar | None = None
+    # The same constraint for a backend that makes the first step a choice between calling and answering
+    # from the model's probabilities (``tool_choice: auto`` decided as ``choose``); others use ``grammar``.
+    choice_grammar: GrammarChoice | None = None
     json_schema: dict[str, Any] | None = None  # for backends that constrain by JSON schema (Ollama's format)
     logprobs: int | None = None  # report token log probabilities, with this many top alternatives each
     extra: dict[str, Any] = field(default_factory=dict)
@@ -85,6 +88,7 @@ class Capabilities:
 
     grammar: bool = False  # accepts a GBNF grammar
     lazy_grammar: bool = False  # applies one from a trigger word on (llama.cpp's grammar_lazy)
+    choice_grammar: bool = False  # chooses between calling and answering from the model's probabilities
     streaming: bool = True
     tokenizer: bool = False  # count_tokens() uses the model's own tokenizer
     json_schema: bool = False  # accepts a JSON schema as a constraint (Ollama's ``format``)

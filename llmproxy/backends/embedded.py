@@ -160,7 +160,8 @@ class EmbeddedBackend(Backend):
     """llama-cpp-python in this process."""
 
     name = "embedded"
-    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, concurrent=False, logprobs=True)
+    capabilities = Capabilities(grammar=True, choice_grammar=True, streaming=True, tokenizer=True, concurrent=False,
+                                logprobs=True)
     default_settings = {"max_tokens": 512, "temperature": 0.3, "top_p": 0.95, "repeat_penalty": 1.1}
 
     def __init__(self, endpoint: str | None = None, *, model: str | None = None, context_window: int | None = None,
@@ -197,7 +198,13 @@ class EmbeddedBackend(Backend):
             value = getattr(params, key)
             if value is not None:
                 arguments[key] = value
-        if params.grammar:
+        if params.choice_grammar is not None:
+            from llmproxy.grammar import validate_grammar
+
+            validate_grammar(params.choice_grammar.calls)
+            validate_grammar(params.choice_grammar.answer)
+            arguments["grammar"] = params.choice_grammar  # the model's sampler chooses (_choice_sampling)
+        elif params.grammar:
             from llama_cpp import LlamaGrammar
 
             from llmproxy.grammar import validate_grammar

@@ -28,6 +28,13 @@ SYNTAX_HELP = (
     "the system message then; mistral and mistral-v11 need a template that lists the tools. Default: read "
     "from the template, else json. Example: --wrapper auto --syntax hermes"
 )
+DECIDE_HELP = (
+    "How tool_choice 'auto' is decided: 'free' (the model writes text or a call as it likes, the call "
+    "grammar applied from its trigger word) or 'choose' (the first step is a choice between calling and "
+    "answering, made from the model's probabilities; then the call or the text is constrained; the "
+    "embedded backend only). Default: choose on the embedded SmolLM2, where it decides far better, else "
+    "free. Example: --decide free"
+)
 GRAMMAR_HELP = (
     "Constrained decoding: 'auto' (a grammar built from the request's functions, where the backend takes "
     "grammars), 'none', or a grammar file name. Default: the wrapper's setting, else auto. Example: --grammar none"
@@ -44,6 +51,7 @@ Model = Annotated[Optional[str], typer.Option(
 Wrapper = Annotated[Optional[str], typer.Option("--wrapper", show_default=False, help=WRAPPER_HELP)]
 Syntax = Annotated[Optional[str], typer.Option("--syntax", show_default=False, help=SYNTAX_HELP)]
 Grammar = Annotated[Optional[str], typer.Option("--grammar", show_default=False, help=GRAMMAR_HELP)]
+Decide = Annotated[Optional[str], typer.Option("--decide", show_default=False, help=DECIDE_HELP)]
 ContextWindow = Annotated[Optional[int], typer.Option(
     "--context-window", min=1, show_default=False,
     help="The model's context size in tokens; default: what the backend reports, else 8192. "
@@ -78,7 +86,7 @@ def auth_type_for(auth_type: str | None, auth_key: str | None) -> str | None:
 
 
 def open_routes(
-    variants: Sequence[tuple[str | None, str | None]],
+    variants: Sequence[tuple[str | None, str | None, str | None]],
     *,
     backend: str | None,
     endpoint: str | None,
@@ -92,8 +100,8 @@ def open_routes(
     seed: int | None = None,
     retries: int | None = None,
 ) -> list[Route]:
-    """One route per (wrapper, grammar) in ``variants``, all on the backend these options describe, checked
-    as ``serve`` checks its flags, with the model loaded."""
+    """One route per (wrapper, grammar, decide) in ``variants`` (None: the default), all on the backend these
+    options describe, checked as ``serve`` checks its flags, with the model loaded."""
     from llmproxy.server.config import setup  # builds the backends: only commands that talk to one pay for it
 
     settings = {key: value for key, value in
@@ -104,8 +112,8 @@ def open_routes(
     name = backend or "embedded"
     routes = []
     with step("loading the embedded model" if name == "embedded" else f"connecting to {name}"):
-        for wrapper, grammar in variants:
-            flags = {**common, "wrapper": wrapper, "grammar": grammar}
+        for wrapper, grammar, decide in variants:
+            flags = {**common, "wrapper": wrapper, "grammar": grammar, "decide": decide}
             _, named = setup(None, {key: value for key, value in flags.items() if value is not None})
             routes.extend(named.values())  # routes share the backend (and the loaded model): route.py caches it
         # The embedded model loads on first use: load it now, under the spinner, so that the first
@@ -117,9 +125,9 @@ def open_routes(
     return routes
 
 
-def open_route(*, wrapper: str | None, grammar: str | None, **options: Any) -> Route:
-    """The route for one wrapper and grammar; ``options`` as for ``open_routes``."""
-    return open_routes([(wrapper, grammar)], **options)[0]
+def open_route(*, wrapper: str | None, grammar: str | None, decide: str | None = None, **options: Any) -> Route:
+    """The route for one wrapper, grammar and decide mode; ``options`` as for ``open_routes``."""
+    return open_routes([(wrapper, grammar, decide)], **options)[0]
 
 
 def backend_label(route: Route) -> str:

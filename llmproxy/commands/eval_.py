@@ -1,4 +1,5 @@
-"""``llmproxy eval``: a scenario suite against one backend, for each wrapper with and without grammar.
+"""``llmproxy eval``: a scenario suite against one backend, for each wrapper with and without grammar (and
+each decide mode asked for).
 
 The scoring is ``llmproxy.evaluation``'s; this command picks the routes, shows progress and prints the
 comparison. The table is Markdown, so a run pastes straight into a README or an issue.
@@ -16,7 +17,15 @@ import typer
 from llmproxy.commands import _options as opt
 from llmproxy.commands._console import out, progress_bar
 from llmproxy.commands._errors import fail, reported
-from llmproxy.evaluation import Outcome, Summary, evaluate, load_scenarios, summarise
+from llmproxy.evaluation import (
+    Outcome,
+    Summary,
+    builtin_scenarios_path,
+    builtin_suites,
+    evaluate,
+    load_scenarios,
+    summarise,
+)
 
 DEFAULT_GRAMMARS = ("auto", "none")
 
@@ -29,15 +38,18 @@ def _share(count: int, total: int) -> str:
     return f"{count}/{total} ({100 * count / total:.0f}%)" if total else "0/0"
 
 
-COLUMNS = ("wrapper", "grammar", "valid calls", "correct function", "repairs needed", "second chance", "mean latency")
+COLUMNS = ("wrapper", "grammar", "decide", "valid calls", "correct function", "right decision", "repairs needed",
+           "second chance", "mean latency")
 
 
 def markdown_table(summaries: list[Summary]) -> str:
-    """The comparison as a Markdown table (numbers right-aligned); never wrapped, so it pastes whole."""
-    rows = [(s.wrapper, s.grammar, _share(s.valid, s.total), _share(s.correct, s.total),
-             _share(s.repaired, s.total), _share(s.retried, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
+    """The comparison as a Markdown table (numbers right-aligned); never wrapped, so it pastes whole.
+    "right decision" counts the decision scenarios (- where the suite has none)."""
+    rows = [(s.wrapper, s.grammar, s.decide, _share(s.valid, s.total), _share(s.correct, s.total),
+             _share(s.decisions, s.decision_total) if s.decision_total else "-", _share(s.repaired, s.total),
+             _share(s.retried, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
     widths = [max(map(len, column)) for column in zip(COLUMNS, *rows)]
-    numeric = [index >= 2 for index in range(len(COLUMNS))]
+    numeric = [index >= 3 for index in range(len(COLUMNS))]
 
     def line(cells: tuple[str, ...]) -> str:
         return "| " + " | ".join(
@@ -48,11 +60,23 @@ def markdown_table(summaries: list[Summary]) -> str:
     return "\n".join([line(COLUMNS), rule, *map(line, rows)])
 
 
+def suite_path(suite: str | None) -> Path | None:
+    """The scenario file ``suite`` names: a built-in suite's name (``decisions``), else a file; None: the
+    built-in suite."""
+    if suite is None or suite == "builtin":
+        return None
+    if suite in builtin_suites() and not Path(suite).exists():
+        return builtin_scenarios_path(suite)
+    return Path(suite)
+
+
 def eval_command(
-    suite: Annotated[Optional[Path], typer.Argument(
-        metavar="SUITE.jsonl", show_default=False, dir_okay=False,
-        help="Scenario file: one OpenAI chat request per line, with a 'name' and 'expect' (the function that "
-             "should be called, or null). Default: the built-in suite (32 scenarios).")] = None,
+    suite: Annotated[Optional[str], typer.Argument(
+        metavar="SUITE", show_default=False,
+        help="A built-in suite - builtin (32 scenarios of every kind), decisions (16 under tool_choice auto: a "
+             "tool needed or not, beside others) or keywords (one per schema keyword) - or a scenario file: one "
+             "OpenAI chat request per line, with a 'name', 'expect' (the function that should be called, or "
+             "null) and, for a decision, 'decision' (call or answer). Default: builtin.")] = None,
     wrapper: Annotated[Optional[list[str]], typer.Option(
         "--wrapper", show_default=False,
         help="Wrapper to evaluate; repeat the option to compare several. Default: as 'serve' picks it (auto "
@@ -63,6 +87,12 @@ def eval_command(
         "--grammar", show_default=False,
         help="Grammar mode to evaluate each wrapper with ('auto', 'none' or a grammar file name); repeat to "
              "compare. Default: both auto and none.")] = None,
+    decide: Annotated[Optional[list[str]], typer.Option(
+        "--decide", show_default=False,
+        help="How tool_choice 'auto' is decided, 'free' or 'choose' (see 'llmproxy serve --help'); repeat to "
+             "compare; choose is run with grammar auto only. Default: the route's own (choose on the embedded "
+             "SmolLM2 with grammar auto, else free).")
+    ] = None,
     backend: opt.Backend = None,
     endpoint: opt.Endpoint = None,
     model: opt.Model = None,
@@ -80,35 +110,40 @@ def eval_command(
     debug: opt.Debug = False,
 ) -> None:
     """Run a suite of scenario conversations for each wrapper, with and without grammar, and print a
-    table: valid calls, correct function chosen, answers that needed repairs, mean latency. This is
-    how to pick a wrapper (and grammar mode) for a model.
+    table: valid calls, correct function chosen, right decisions, answers that needed repairs, mean
+    latency. This is how to pick a wrapper (and grammar and decide mode) for a model.
 
     A valid call is a call to an offered function whose arguments match its schema (for a scenario
-    with tool_choice none: a plain answer). Exits with 1 when no configuration produced a single valid answer.
+    with tool_choice none: a plain answer; with auto: either). A right decision is, in a decision
+    scenario, a call to the expected function where one is needed and a plain answer where none is.
+    Exits with 1 when no configuration produced a single valid answer.
 
     Examples:
 
     \b
       llmproxy eval
+      llmproxy eval decisions --grammar auto --decide free --decide choose --seed 1
       llmproxy eval --wrapper chatml --wrapper chatml-noforce --seed 1
       llmproxy eval my_suite.jsonl --backend llamacpp --endpoint http://localhost:8080 --grammar auto
       llmproxy eval --limit 5 --json > results.json
     """
     with reported(debug):
-        scenarios = load_scenarios(suite)[:limit]
-        variants = [(w, g) for w in wrapper or [None] for g in grammar or DEFAULT_GRAMMARS]  # None: the default
+        path = suite_path(suite)
+        scenarios = load_scenarios(path)[:limit]
+        variants = [(w, g, d) for w in wrapper or [None] for g in grammar or DEFAULT_GRAMMARS
+                    for d in decide or [None] if not (g == "none" and d == "choose")]  # None: the default
         routes = opt.open_routes(variants, backend=backend, endpoint=endpoint, model=model, syntax=syntax,
                                  context_window=context_window, auth_type=auth_type, auth_key=auth_key,
                                  max_tokens=max_tokens, temperature=temperature, seed=seed, retries=retries)
         results: list[tuple[Summary, list[Outcome]]] = []
         with progress_bar(len(routes) * len(scenarios)) as bar:
             for route in routes:
-                bar.group(f"{route.wrapper.name}, grammar {route.grammar}: {_count(scenarios)}")
+                bar.group(f"{route.wrapper.name}, grammar {route.grammar}, decide {route.decide}: {_count(scenarios)}")
                 outcomes = evaluate(scenarios, route, on_done=lambda _: bar.advance())
                 results.append((summarise(outcomes, route), outcomes))
         if json_output:
             typer.echo(json.dumps({
-                "suite": str(suite) if suite else "builtin",
+                "suite": suite or "builtin",
                 "backend": routes[0].backend.name,
                 "model": routes[0].name,
                 "results": [{**dataclasses.asdict(summary), "outcomes": [dataclasses.asdict(o) for o in outcomes]}

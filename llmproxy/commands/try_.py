@@ -34,6 +34,7 @@ def try_request(
     wrapper: opt.Wrapper = None,
     syntax: opt.Syntax = None,
     grammar: opt.Grammar = None,
+    decide: opt.Decide = None,
     context_window: opt.ContextWindow = None,
     auth_type: opt.AuthType = None,
     auth_key: opt.AuthKey = None,
@@ -63,7 +64,8 @@ def try_request(
     with reported(debug):
         request = read_request(request_file, message)
         route = opt.open_route(backend=backend, endpoint=endpoint, model=model, wrapper=wrapper, grammar=grammar,
-                               syntax=syntax, context_window=context_window, auth_type=auth_type, auth_key=auth_key,
+                               decide=decide, syntax=syntax, context_window=context_window, auth_type=auth_type,
+                               auth_key=auth_key,
                                max_tokens=max_tokens, temperature=temperature, seed=seed,
                                retries=retries)
         if json_output:

@@ -22,6 +22,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     wrapper = "chatml"            # prompt format (or a MemGPT wrapper name such as chatml-noforce-roles)
     # syntax = "hermes"           # with wrapper "auto" (the model's own template): the call syntax, if not the detected one
     grammar = "auto"              # auto | none | a grammar file name (see grammars/)
+    # decide = "free"             # tool_choice "auto": free or choose (default: choose on the bundled SmolLM2)
     context_window = 8192
 
     [models.mixtral]
@@ -90,6 +91,7 @@ class ModelConfig(_Strict):
     wrapper: str | None = None
     syntax: str | None = None  # the call syntax of the wrapper "auto"; None: read from the model's template
     grammar: str | None = None  # None: the wrapper alias's setting, else auto
+    decide: Literal["free", "choose"] | None = None  # tool_choice "auto" (llmproxy.decide); None: the route's default
     context_window: int | None = Field(default=None, ge=1)
     settings: dict[str, Any] = Field(default_factory=dict)
     auth_type: Literal["bearer_token", "api_key"] | None = None
@@ -191,6 +193,7 @@ def model_route(name: str, model: ModelConfig) -> Route:
         auth_key=model.auth_key,
         name=name,
         retries=model.retries,
+        decide=model.decide,
         backend_options={key: getattr(model, key) for key in TIMEOUTS if getattr(model, key) is not None},
     )
     to_generation_params(route.base_settings)  # bad settings fail now, not per request
@@ -257,7 +260,9 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
         try:
             model = ModelConfig(**flags)
         except ValidationError as exc:
-            raise ConfigurationError(f"bad option: {exc.errors()[0]['msg']}") from None
+            error = exc.errors()[0]
+            option = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "option"
+            raise ConfigurationError(f"bad option {option}: {error['msg']}") from None
         name = default_name(model)
         route, limits = _served(name, model)
         if model.fallbacks:

@@ -32,6 +32,14 @@ def text_without(rules: RuleSet, words: Sequence[str], hint: str = "text") -> st
     return names[0]
 
 
+def text_without_opening(rules: RuleSet, words: Sequence[str], hint: str = "text") -> str:
+    """Like ``text_without``, and besides, the text's first character other than a space or line break is
+    none that a word starts with: text that cannot be read as opening with a word, however spaced (an
+    answer chosen to be text, where the words open calls)."""
+    firsts = "".join(_class_char(char) for char in sorted({word[0] for word in words if word}))
+    return rules.rule(f"{hint}-opening", f'( [ \\t\\n]* [^{firsts} \\t\\n] {text_without(rules, words, hint)} )?')
+
+
 def _automaton(words: list[str]) -> tuple[list[dict[str, int]], list[int], set[int]]:
     """The trie of ``words`` with failure links; ``final``: states where some word ends."""
     goto: list[dict[str, int]] = [{}]

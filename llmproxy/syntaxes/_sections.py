@@ -9,6 +9,11 @@ call is required the answer is the call section (after any reasoning); where it 
 content may be the whole answer. ``SectionSyntax`` implements the protocol for all such syntaxes;
 a syntax module adds only what is its own: the trigger words, the grammar of its call section, how
 to read calls out of it, and how a past call is written.
+
+Because calling and answering part at the answer's first step (a trigger word, or anything else), an
+optional call can also be decided as a choice there (``AnswerShape.decide``): the grammar then comes
+in three forms - the whole answer, the calls alone, the text alone - and a backend that chooses from
+the model's probabilities takes the last two (``GrammarChoice``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Sequence
 from llmproxy._bounded_cache import MIB, bounded_cache
 from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import OutputParseError
-from llmproxy.syntaxes._free_text import text_without
+from llmproxy.syntaxes._free_text import text_without, text_without_opening
 from llmproxy.syntaxes._json_calls import checked_size, definitions_key, load_definitions
 from llmproxy.syntaxes._scanners import CallScanner, TextScanner
 from llmproxy.syntaxes.base import (
@@ -31,6 +36,7 @@ from llmproxy.syntaxes.base import (
     CallPiece,
     CallSyntax,
     Grammar,
+    GrammarChoice,
     LazyGrammar,
     Reasoning,
     Streamed,
@@ -43,6 +49,7 @@ class SectionSyntax(CallSyntax):
     """A syntax whose calls follow optional content, from a trigger word on (see the module docstring)."""
 
     parallel_calls = True
+    can_choose = True
     #: Special tokens the call section is written with, which llama.cpp must keep as text.
     preserved_tokens: tuple[str, ...] = ()
 
@@ -80,11 +87,18 @@ class SectionSyntax(CallSyntax):
         return TurnText(content, (self.render_calls(calls),) if calls else ())
 
     def grammar(self, shape: AnswerShape) -> Grammar:
-        text, lazy = _grammar(self, definitions_key(shape), shape.call == "required", shape.parallel,
-                              shape.reasoning)
+        definitions = definitions_key(shape)
+        form = "calls" if shape.call == "required" else "answer" if shape.decide == "answer" else "either"
+        text, lazy = _grammar(self, definitions, form, shape.parallel, shape.reasoning)
+        choice = None
+        if shape.decide == "choose":
+            calls = _grammar(self, definitions, "calls", shape.parallel, shape.reasoning)[0]
+            answer = _grammar(self, definitions, "answer", shape.parallel, shape.reasoning)[0]
+            choice = GrammarChoice(calls, answer, self.triggers(shape.allowed))
         if lazy is None:
-            return Grammar(text)
-        return Grammar(text, lazy=LazyGrammar(lazy, self.triggers(shape.allowed), self.preserved_tokens))
+            return Grammar(text, choice=choice)
+        return Grammar(text, lazy=LazyGrammar(lazy, self.triggers(shape.allowed), self.preserved_tokens),
+                       choice=choice)
 
     def call_start(self, text: str, shape: AnswerShape) -> int:
         found = [i for i in (text.find(word) for word in self.triggers(shape.allowed)) if i >= 0]
@@ -92,6 +106,8 @@ class SectionSyntax(CallSyntax):
 
     def parse(self, text: str, shape: AnswerShape) -> Answer:
         start = self.call_start(text, shape)
+        if shape.decide != "free" and not text.lstrip().startswith(self.triggers(shape.allowed)):
+            start = -1  # the first step chose to answer: whatever the text holds is no call
         if start < 0:
             if shape.call == "required":
                 raise OutputParseError("The model's answer holds no call.", text)
@@ -106,17 +122,21 @@ class SectionSyntax(CallSyntax):
 
 
 @bounded_cache(32 * MIB)
-def _grammar(syntax: SectionSyntax, definitions: str, required: bool, parallel: bool,
+def _grammar(syntax: SectionSyntax, definitions: str, form: str, parallel: bool,
              reasoning: Reasoning | None) -> tuple[str, str | None]:
-    """(whole-answer grammar, lazy grammar from a trigger on or None), cached per syntax and functions."""
+    """(whole-answer grammar, lazy grammar from a trigger on or None), cached per syntax and functions.
+    ``form``: "calls" (a call is required), "either" (text, then calls or not) or "answer" (text only)."""
     functions = load_definitions(definitions)
     rules = RuleSet()
-    section = syntax.section_rule(rules, functions, parallel)
-    if required:
-        body = section
+    lazy = None
+    if form == "answer":  # chosen to be text: it cannot start the way a call does, whatever the spacing
+        body = text_without_opening(rules, syntax.triggers([f.name for f in functions]), "content")
     else:
-        body = f"{text_without(rules, syntax.triggers([f.name for f in functions]), 'content')} ( {section} )?"
-    lazy = None if required else checked_size(rules.render(section))
+        section = syntax.section_rule(rules, functions, parallel)
+        body = section
+        if form == "either":
+            body = f"{text_without(rules, syntax.triggers([f.name for f in functions]), 'content')} ( {section} )?"
+            lazy = checked_size(rules.render(section))
     if reasoning is not None:
         thought = text_without(rules, [reasoning.close], "reasoning")
         block = f"{thought} {gbnf_literal(reasoning.close)} ws"

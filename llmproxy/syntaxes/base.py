@@ -25,6 +25,10 @@ from typing import Any, Literal, Protocol
 from llmproxy.types import FunctionCall, FunctionDefinition
 
 CallMode = Literal["required", "optional", "text"]
+# How an optional call is decided (llmproxy.decide): "free" - the model writes text or calls as it likes;
+# "choose" - its first step is a choice between calling and answering (``GrammarChoice``); "answer" - it
+# answers in text (``choose``, right after the results of its own calls).
+Decide = Literal["free", "choose", "answer"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Grammar:
     text: str
     label: str = "generated"
     lazy: LazyGrammar | None = None
+    choice: GrammarChoice | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,22 @@ class LazyGrammar:
     text: str
     triggers: tuple[str, ...]
     preserved_tokens: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GrammarChoice:
+    """The same constraint as the whole-answer grammar, for a backend that makes the answer's first step
+    a choice between calling and answering from the model's own probabilities (the embedded model).
+
+    ``calls`` constrains an answer that calls, ``answer`` one that answers in text. The answer calls when
+    the probability of the likeliest way to start a call (a token that begins one of ``triggers``),
+    raised by ``call_bias`` (in nats), beats that of the likeliest other first token.
+    """
+
+    calls: str
+    answer: str
+    triggers: tuple[str, ...]
+    call_bias: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,7 @@ class AnswerShape:
     stage: str = "start"
     forced: str | None = None
     reasoning: Reasoning | None = None
+    decide: Decide = "free"  # how an optional call is decided (set for syntaxes that can_choose)
 
     @property
     def definitions(self) -> tuple[FunctionDefinition, ...]:
@@ -146,6 +168,9 @@ class CallSyntax(abc.ABC):
     #: The macro of wrappers/_tools.jinja that lists the tools and teaches this syntax, for a model whose
     #: own template knows no tools (wrapper "auto"); None where there is none.
     instructions: str | None = None
+    #: True when an optional call can be decided as a choice (``AnswerShape.decide``): the call section
+    #: starts at trigger words, so calling and answering part at the first step.
+    can_choose: bool = False
 
     def template_context(self) -> Mapping[str, Any]:
         """Extra variables the wrapper's template sees (e.g. where the inner monologue goes)."""

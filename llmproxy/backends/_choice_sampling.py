@@ -1,0 +1,79 @@
+"""The embedded model's first step as a choice between calling and answering (``GrammarChoice``).
+
+``tool_choice: "auto"`` decided as ``choose`` (llmproxy.decide) comes here as two grammars: one for an
+answer that calls, one for an answer in text. Before the first token is drawn, the model's raw
+logits say how likely it is to start a call - every token that begins one of the call's trigger words,
+together - and how likely its favourite other start is. The call wins when the first, raised by the
+choice's ``call_bias``, is the greater; from then on the answer is sampled under the chosen grammar,
+as any grammar is. The choice reads the raw logits, so it does not depend on the seed or the
+temperature: the same conversation is decided the same way every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from llmproxy.syntaxes.base import GrammarChoice
+
+
+def call_starts(pieces: Sequence[str], triggers: Sequence[str]) -> np.ndarray:
+    """Which tokens (by their text, ``pieces``) start a call: leading whitespace aside, a token that is
+    the start of a trigger word (``{``, ``{"`` for ``{"name"``) or begins with a whole one."""
+    starts = np.zeros(len(pieces), dtype=bool)
+    for token, piece in enumerate(pieces):
+        text = piece.lstrip()
+        starts[token] = bool(text) and any(word.startswith(text) or text.startswith(word) for word in triggers)
+    return starts
+
+
+def call_margin(logits: np.ndarray, starts: np.ndarray) -> float:
+    """How much likelier starting a call is (the tokens in ``starts`` together) than the likeliest other
+    first token, in nats, from a step's raw ``logits``; minus infinity where no token starts one."""
+    if not starts.any():
+        return float("-inf")
+    call = logits[starts]
+    peak = float(call.max())
+    call_logit = peak + float(np.log(np.exp(call - peak).sum()))  # log-sum-exp: softmax's denominator cancels
+    return call_logit - float(logits[~starts].max())
+
+
+def chooses_call(logits: np.ndarray, starts: np.ndarray, call_bias: float) -> bool:
+    """Whether an answer whose first step has ``logits`` calls: its call margin raised by ``call_bias``
+    is above zero."""
+    return call_margin(logits, starts) + call_bias > 0
+
+
+class ChoosingSampler:
+    """Stands in for llama-cpp-python's ``LlamaSampler``: at the first ``sample`` it chooses the choice's
+    calls or answer grammar from the raw logits, and samples under it from then on (``make`` builds the
+    sampler of a grammar's text, which takes over ``chain``, the ordinary samplers)."""
+
+    def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str], Any]) -> None:
+        self._choice = choice
+        self._starts = starts
+        self._chain = chain
+        self._make = make
+        self._sampler: Any = None  # the chosen grammar's, from the first step on
+        self.called: bool | None = None  # what was chosen, once it has been
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        if self._sampler is None:
+            raw = llama_cpp.llama_get_logits_ith(ctx.ctx, idx)
+            logits = np.ctypeslib.as_array(raw, shape=(len(self._starts),))
+            self.called = chooses_call(logits, self._starts, self._choice.call_bias)
+            self._sampler = self._make(self._choice.calls if self.called else self._choice.answer)
+        return self._sampler.sample(ctx, idx)
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+        elif self._chain is not None:
+            self._chain.close()  # nothing was sampled: the chain was never handed on
+        self._chain = None
+
+    def __del__(self) -> None:
+        self.close()

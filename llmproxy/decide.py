@@ -1,0 +1,89 @@
+"""How ``tool_choice: "auto"`` is decided on a route: ``free`` or ``choose``.
+
+- ``free``: the model writes text or a call as it likes; the call grammar applies from its trigger
+  word on. Models that know tools decide well this way.
+- ``choose``: the answer's first step is a choice between calling and answering, made from the model's
+  own probabilities, and everything after it is constrained: a call by the call grammar (the model picks
+  the function in its name slot), an answer by a grammar for text that holds no call. A small model that
+  is asked whether to call writes text almost every time - SmolLM2-135M called in 3 of the 24 answers
+  of the decision eval that needed a call, under ``free`` - yet how likely it finds starting a call rises
+  sharply when a tool fits the request. So the call is chosen when that likelihood, raised by
+  ``CALL_BIAS``, beats the likeliest other start. Right after the results of its own calls the turn is an
+  answer: a small model shown its call and the result calls again, and an agent's loop would never end.
+
+``choose`` needs a backend that reads the model's probabilities while it samples (the embedded model)
+and a syntax whose calls start at trigger words; it leaves alone what is not an open decision
+(``none``, ``required``, a named function, wrappers that always call) and requests whose text answer
+must be JSON (``response_format``), where both ways start the same. The default is ``choose`` on the
+bundled SmolLM2, where the decision eval measured it deciding far better (``llmproxy eval decisions``),
+and ``free`` everywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from llmproxy.backends import backends_with
+from llmproxy.errors import ConfigurationError, InvalidRequestError
+from llmproxy.types import FunctionMessage, ToolMessage
+
+if TYPE_CHECKING:
+    from llmproxy.backends.base import Backend
+    from llmproxy.route import Route
+    from llmproxy.syntaxes.base import CallMode, Decide
+    from llmproxy.types import ChatRequest
+    from llmproxy.wrappers import Wrapper
+
+DecideMode = Literal["free", "choose"]
+DECIDE_MODES: tuple[DecideMode, ...] = ("free", "choose")
+# Nats added to the log-probability of starting a call before it is compared with the likeliest other
+# start (a factor of e**3, about 20). Calibrated on SmolLM2-135M over 20 requests kept apart from the eval's
+# (bench/decide_calibration.py): the split that decided most of them right.
+CALL_BIAS = 3.0
+
+
+def check_decide(decide: str | None) -> DecideMode | None:
+    """``decide`` as given (None: the route's default), or an error naming the modes."""
+    if decide is not None and decide not in DECIDE_MODES:
+        raise InvalidRequestError(f"decide must be one of {', '.join(DECIDE_MODES)}, not {decide!r:.60}",
+                                  param="decide")
+    return decide
+
+
+def route_decide(decide: DecideMode | None, backend: Backend, wrapper: Wrapper, grammar: str, *,
+                 bundled: bool) -> DecideMode:
+    """The mode of a route: ``decide`` where given (checked to be possible there), else ``choose`` where
+    the route can and serves the bundled model (``bundled``), else ``free``."""
+    problem = _cannot_choose(backend, wrapper, grammar)
+    if decide == "choose" and problem:
+        raise ConfigurationError(f"decide 'choose' is not possible here: {problem}; use decide 'free'")
+    if decide is not None:
+        return decide
+    return "choose" if bundled and not problem else "free"
+
+
+def _cannot_choose(backend: Backend, wrapper: Wrapper, grammar: str) -> str | None:
+    spec = wrapper.spec
+    if not backend.capabilities.choice_grammar:
+        return (f"the {backend.name} backend does not choose from the model's probabilities "
+                f"({', '.join(backends_with('choice_grammar'))} does)")
+    if grammar != "auto":
+        return f"the answer must be constrained by the generated grammar, and grammar is {grammar!r}"
+    if spec.call != "optional":
+        return f"the wrapper {spec.name!r} leaves the model no choice ({spec.call} call)"
+    if spec.syntax is None or not spec.syntax.can_choose:
+        return f"the {spec.syntax.name if spec.syntax else 'plain'} call syntax cannot be decided as a choice"
+    if spec.reasoning is not None:
+        return f"the wrapper {spec.name!r} reasons before it answers, so its first step is no choice"
+    return None
+
+
+def request_decide(route: Route, request: ChatRequest, call: CallMode) -> Decide:
+    """How this request's optional call is decided on ``route``."""
+    if call != "optional" or route.decide != "choose":
+        return "free"
+    if request.response_format is not None and request.response_format.type != "text":
+        return "free"  # a JSON answer starts as a call does: the first step would tell nothing
+    if request.messages and isinstance(request.messages[-1], (ToolMessage, FunctionMessage)):
+        return "answer"
+    return "choose"

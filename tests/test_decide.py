@@ -1,0 +1,189 @@
+"""tool_choice "auto" decided as a choice (llmproxy.decide): which routes choose, which requests, the three
+grammar forms, reading an answer by its first step, and the embedded sampler's choice - all without the model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from grammar_walk import accepts
+from scripted_backend import ScriptedBackend
+
+from llmproxy.backends._choice_sampling import call_starts, chooses_call
+from llmproxy.backends.base import Capabilities, Completion
+from llmproxy.decide import CALL_BIAS, request_decide, route_decide
+from llmproxy.errors import ConfigurationError, InvalidRequestError
+from llmproxy.proxy import chat_completion, parse_request, plan
+from llmproxy.route import Route, build_route
+from llmproxy.wrappers import load_wrapper
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
+ASK = [{"role": "user", "content": "Weather in Paris?"}]
+CALLED = [*ASK, {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "sunny"}'}]
+
+
+class ChoosingBackend(ScriptedBackend):
+    """A scripted backend that takes grammars, and the choice form too."""
+
+    def __init__(self, *answers: Completion, choice: bool = True) -> None:
+        super().__init__(*answers, grammar=True)
+        self.capabilities = Capabilities(grammar=True, choice_grammar=choice)
+
+
+def _route(backend, wrapper="chatml-json", decide="choose") -> Route:
+    return Route(name="t", backend=backend, wrapper=load_wrapper(wrapper).wrapper, decide=decide, retries=0)
+
+
+def _request(messages=ASK, **fields):
+    return parse_request({"messages": messages, "tools": [WEATHER, TIME], **fields})
+
+
+# --- which routes choose ---------------------------------------------------------------------
+
+
+def test_the_bundled_model_chooses_by_default_and_other_routes_decide_freely():
+    assert build_route().decide == "choose"  # the embedded SmolLM2, its own template: json calls
+    assert build_route(wrapper="chatml-json").decide == "choose"
+    assert build_route(wrapper="chatml").decide == "free"  # MemGPT's: every answer a call, nothing to decide
+    assert build_route(grammar="none").decide == "free"
+    assert build_route(wrapper="qwen3").decide == "free"  # it thinks first: its first step is the reasoning
+    assert build_route(decide="free").decide == "free"
+
+
+@pytest.mark.parametrize(("options", "reason"), [
+    ({"wrapper": "chatml"}, "leaves the model no choice"),
+    ({"wrapper": "chatml-noforce"}, "memgpt call syntax cannot"),
+    ({"grammar": "none"}, "grammar is 'none'"),
+    ({"wrapper": "qwen3"}, "reasons before it answers"),
+])
+def test_choose_where_it_cannot_be_is_a_configuration_error(options, reason):
+    with pytest.raises(ConfigurationError, match=reason):
+        build_route(decide="choose", **options)
+
+
+def test_choose_needs_a_backend_that_chooses():
+    backend = ScriptedBackend(grammar=True)
+    with pytest.raises(ConfigurationError, match="scripted backend does not choose.*embedded"):
+        route_decide("choose", backend, load_wrapper("chatml-json").wrapper, "auto", bundled=False)
+    assert route_decide(None, backend, load_wrapper("chatml-json").wrapper, "auto", bundled=True) == "free"
+
+
+def test_an_unknown_mode_is_refused_by_name():
+    with pytest.raises(InvalidRequestError, match="decide must be one of free, choose"):
+        build_route(decide="maybe")
+
+
+# --- which requests --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fields", "messages", "decided"), [
+    ({}, ASK, "choose"),
+    ({}, CALLED, "answer"),  # right after its own call's result: the turn is an answer
+    ({"response_format": {"type": "json_object"}}, ASK, "free"),
+    ({"tool_choice": "required"}, ASK, "free"),
+])
+def test_how_each_request_is_decided(fields, messages, decided):
+    route = _route(ChoosingBackend())
+    request = _request(messages, **fields)
+    call = "required" if fields.get("tool_choice") == "required" else "optional"
+    assert request_decide(route, request, call) == decided
+    assert request_decide(_route(ChoosingBackend(), decide="free"), request, call) == "free"
+
+
+# --- what is sent, and how the answer is read -------------------------------------------------
+
+
+@pytest.mark.parametrize("choice", ["none", "required", {"type": "function", "function": {"name": "get_time"}}])
+def test_choices_that_are_no_open_decision_are_constrained_as_before(choice):
+    chosen = plan(_request(tool_choice=choice), _route(ChoosingBackend()))
+    free = plan(_request(tool_choice=choice), _route(ChoosingBackend(), decide="free"))
+    assert chosen.params.choice_grammar is None
+    assert (chosen.rendered.prompt, chosen.params.grammar) == (free.rendered.prompt, free.params.grammar)
+
+
+def test_choose_sends_both_grammars_and_the_calibrated_bias():
+    route = _route(ChoosingBackend())
+    planned = plan(_request(), route)
+    choice = planned.params.choice_grammar
+    assert choice is not None and choice.call_bias == CALL_BIAS
+    assert choice.triggers == ('{"name"', '[{"name"')
+    assert planned.params.grammar is not None  # the whole answer, for anything that reads only that
+    call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert accepts(choice.calls, call) and not accepts(choice.calls, "It is sunny.")
+    assert accepts(choice.answer, "It is sunny.") and not accepts(choice.answer, call)
+    assert accepts(planned.params.grammar, call) and accepts(planned.params.grammar, "It is sunny.")
+
+
+def test_an_answer_chosen_as_text_cannot_open_as_a_call_however_spaced():
+    answer = plan(_request(), _route(ChoosingBackend())).params.choice_grammar.answer
+    for text in ('{\n  "name": "get_weather"}', "  [1, 2]", '\n{"city": "Paris"}'):
+        assert not accepts(answer, text)
+    for text in ("It is {sunny}.", "", " Hi [there]", "Paris:\n{\"sky\": \"sunny\"}"):
+        assert accepts(answer, text)
+
+
+def test_after_the_results_only_text_is_admitted():
+    planned = plan(_request(CALLED), _route(ChoosingBackend()))
+    assert planned.params.choice_grammar is None  # nothing to choose: a plain grammar, which any backend takes
+    assert not accepts(planned.params.grammar, '{"name": "get_weather", "arguments": {"city": "Paris"}}')
+    assert accepts(planned.params.grammar, "It is sunny in Paris.")
+    assert "get_weather" in planned.rendered.prompt  # the tools are still shown
+
+
+def test_a_backend_that_cannot_choose_gets_the_free_constraint():
+    route = _route(ChoosingBackend(choice=False), decide="free")
+    planned = plan(_request(), route)
+    assert planned.params.choice_grammar is None and planned.params.grammar is not None
+
+
+def test_an_answer_that_starts_with_a_call_is_the_call():
+    answer = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    response = chat_completion(_request(), _route(ChoosingBackend(Completion(answer))))
+    (call,) = response.choices[0].message.tool_calls
+    assert (call.function.name, json.loads(call.function.arguments)) == ("get_weather", {"city": "Paris"})
+
+
+def test_an_answer_chosen_as_text_stays_text_whatever_it_holds():
+    # The text grammar keeps out the trigger word, not every spelling a lenient reader would take for a call.
+    text = 'Like this:\n{\n  "name": "get_weather", "arguments": {"city": "Paris"}}'
+    for messages in (ASK, CALLED):
+        response = chat_completion(_request(messages), _route(ChoosingBackend(Completion(text))))
+        message = response.choices[0].message
+        assert message.tool_calls is None and message.content == text
+        assert response.choices[0].finish_reason == "stop"
+    free = chat_completion(_request(), _route(ChoosingBackend(Completion(text)), decide="free"))
+    assert free.choices[0].message.tool_calls is not None  # free: any call the text holds is read
+
+
+def test_parallel_calls_still_come_as_several():
+    answer = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]'
+    route = _route(ChoosingBackend(Completion(answer)))
+    planned = plan(_request(), route)
+    assert accepts(planned.params.choice_grammar.calls, answer)
+    calls = chat_completion(_request(), route).choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["get_weather", "get_time"]
+
+
+# --- the embedded sampler's choice ------------------------------------------------------------
+
+
+def test_call_starts_are_the_tokens_a_trigger_word_begins_with():
+    pieces = ["{", ' {"', "[", "Hello", " ", '{"name', '{"city', "<tool", "<tool_call>", "\n"]
+    json_starts = call_starts(pieces, ('{"name"', '[{"name"'))
+    assert [p for p, s in zip(pieces, json_starts) if s] == ["{", ' {"', "[", '{"name']
+    tag_starts = call_starts(pieces, ("<tool_call>",))
+    assert [p for p, s in zip(pieces, tag_starts) if s] == ["<tool", "<tool_call>"]
+
+
+def test_the_call_is_chosen_when_its_raised_probability_beats_the_likeliest_other_start():
+    starts = np.array([True, True, False, False])
+    logits = np.array([1.0, 1.0, 4.0, 0.0])  # starting a call: log(2e) = 1.69 against 4.0
+    assert not chooses_call(logits, starts, 2.0)  # 3.69 < 4.0
+    assert chooses_call(logits, starts, 2.5)  # 4.19 > 4.0
+    assert not chooses_call(logits, np.zeros(4, dtype=bool), 100.0)  # a vocabulary with no way to call
