@@ -3,8 +3,9 @@
 - ``free``: the model writes text or a call as it likes; the call grammar applies from its trigger
   word on. Models that know tools decide well this way.
 - ``choose``: the answer's first step is a choice between calling and answering, made from the model's
-  own probabilities, and everything after it is constrained: a call by the call grammar (the model picks
-  the function in its name slot), an answer by a grammar for text that holds no call. A small model that
+  own probabilities, and everything after it is constrained: a call by the call grammar (to the function
+  the model ranks first for the request where several are offered, ``ranked_choice``), an answer by a
+  grammar for text that holds no call. A small model that
   is asked whether to call writes text almost every time - SmolLM2-135M called in 3 of the 24 answers
   of the decision eval that needed a call, under ``free`` - yet how likely it finds starting a call rises
   sharply when a tool fits the request. So the call is chosen when that likelihood, raised by
@@ -21,16 +22,18 @@ and ``free`` everywhere else.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from llmproxy.backends import backends_with
 from llmproxy.errors import ConfigurationError, InvalidRequestError
-from llmproxy.types import FunctionMessage, ToolMessage
+from llmproxy.syntaxes.base import ChoosableFunction
+from llmproxy.types import FunctionMessage, ToolMessage, UserMessage, content_text
 
 if TYPE_CHECKING:
     from llmproxy.backends.base import Backend
     from llmproxy.route import Route
-    from llmproxy.syntaxes.base import CallMode, Decide
+    from llmproxy.syntaxes.base import AnswerShape, CallMode, Decide, GrammarChoice
     from llmproxy.types import ChatRequest
     from llmproxy.wrappers import Wrapper
 
@@ -40,6 +43,9 @@ DECIDE_MODES: tuple[DecideMode, ...] = ("free", "choose")
 # start (a factor of e**3, about 20). Calibrated on SmolLM2-135M over 20 requests kept apart from the eval's
 # (bench/decide_calibration.py): the split that decided most of them right.
 CALL_BIAS = 3.0
+# Up to this many offered functions are ranked once a call is chosen (each costs the model a read of the
+# request, llmproxy.backends._function_ranking); past it the model names the function in the call.
+MAX_RANKED_FUNCTIONS = 16
 
 
 def check_decide(decide: str | None) -> DecideMode | None:
@@ -87,3 +93,25 @@ def request_decide(route: Route, request: ChatRequest, call: CallMode) -> Decide
     if request.messages and isinstance(request.messages[-1], (ToolMessage, FunctionMessage)):
         return "answer"
     return "choose"
+
+
+def ranked_choice(choice: GrammarChoice, shape: AnswerShape, request: ChatRequest) -> GrammarChoice:
+    """``choice`` with what ranks the offered functions once a call is chosen: each one's own calls
+    grammar, and the text of the request (its last user message); as it was where there is one function,
+    more than ``MAX_RANKED_FUNCTIONS``, or no request text."""
+    functions = shape.definitions
+    asked = _request_text(request)
+    if not 1 < len(functions) <= MAX_RANKED_FUNCTIONS or not asked:
+        return choice
+    ranked = tuple(
+        ChoosableFunction(f.name, f.description or "",
+                          shape.syntax.grammar(replace(shape, call="required", allowed=(f.name,), decide="free")).text)
+        for f in functions)
+    return replace(choice, functions=ranked, request=asked)
+
+
+def _request_text(request: ChatRequest) -> str:
+    for message in reversed(request.messages):
+        if isinstance(message, UserMessage):
+            return (content_text(message.content) or "").strip()
+    return ""

@@ -22,7 +22,7 @@ from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, response_message, schema_problem
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
-from llmproxy.decide import request_decide
+from llmproxy.decide import ranked_choice, request_decide
 from llmproxy.loops import looping_unit
 from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.constraints import Constraint, format_schema
@@ -123,7 +123,10 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False) ->
     rendered = route.wrapper.render(request.messages, shape, first_message=first_message,
                                     reasoning=request.wants_reasoning())
     _check_encodable(rendered.prompt, request)
-    return Draft(request, route, rendered, constraints.answer_constraint(kind, route, shape, request.response_format))
+    constraint = constraints.answer_constraint(kind, route, shape, request.response_format)
+    if constraint.choice is not None:
+        constraint = replace(constraint, choice=ranked_choice(constraint.choice, shape, request))
+    return Draft(request, route, rendered, constraint)
 
 
 def check_schemas(request: ChatRequest) -> int:

@@ -10,9 +10,9 @@ import pytest
 from grammar_walk import accepts
 from scripted_backend import ScriptedBackend
 
-from llmproxy.backends._choice_sampling import call_starts, chooses_call
+from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, chooses_call
 from llmproxy.backends.base import Capabilities, Completion
-from llmproxy.decide import CALL_BIAS, request_decide, route_decide
+from llmproxy.decide import CALL_BIAS, MAX_RANKED_FUNCTIONS, request_decide, route_decide
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.proxy import chat_completion, parse_request, plan
 from llmproxy.route import Route, build_route
@@ -168,6 +168,62 @@ def test_parallel_calls_still_come_as_several():
     assert accepts(planned.params.choice_grammar.calls, answer)
     calls = chat_completion(_request(), route).choices[0].message.tool_calls
     assert [c.function.name for c in calls] == ["get_weather", "get_time"]
+
+
+# --- which function a chosen call is to -------------------------------------------------------
+
+
+def test_each_offered_function_comes_with_a_grammar_of_calls_to_it_alone_and_the_request_text():
+    choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
+    assert choice.request == "Weather in Paris?"
+    assert [f.name for f in choice.functions] == ["get_weather", "get_time"]
+    weather, time = choice.functions
+    weather_call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    time_call = '{"name": "get_time", "arguments": {"zone": "CET"}}'
+    assert accepts(weather.calls, weather_call) and not accepts(weather.calls, time_call)
+    assert accepts(time.calls, time_call) and not accepts(time.calls, weather_call)
+    assert accepts(weather.calls, f"[{weather_call}, {weather_call}]")  # parallel calls, to that function
+    assert not accepts(weather.calls, "It is sunny.")
+
+
+def test_the_request_text_is_the_last_user_message_in_whatever_parts():
+    parts = [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello!"},
+             {"role": "user", "content": [{"type": "text", "text": "Time in Tokyo?"}]}]
+    assert plan(_request(parts), _route(ChoosingBackend())).params.choice_grammar.request == "Time in Tokyo?"
+
+
+@pytest.mark.parametrize("tools", [[WEATHER], [
+    {"type": "function", "function": {"name": f"tool_{n}", "parameters": {"type": "object"}}}
+    for n in range(MAX_RANKED_FUNCTIONS + 1)]])
+def test_one_function_or_more_than_can_be_ranked_leaves_the_name_to_the_model(tools):
+    planned = plan(parse_request({"messages": ASK, "tools": tools}), _route(ChoosingBackend()))
+    assert planned.params.choice_grammar.functions == ()
+
+
+def test_no_user_text_leaves_the_name_to_the_model():
+    messages = [{"role": "system", "content": "Report the weather."}]
+    assert plan(_request(messages), _route(ChoosingBackend())).params.choice_grammar.functions == ()
+
+
+class _Sampler:
+    def __init__(self, text): self.text = text
+    def sample(self, ctx, idx): return 0
+    def close(self): pass
+
+
+@pytest.mark.parametrize(("logits", "grammar"), [([9.0, 0.0], "get_time"), ([0.0, 9.0], "answer")])
+def test_a_chosen_call_is_constrained_to_the_ranked_function_and_an_answer_is_not_ranked(monkeypatch, logits,
+                                                                                             grammar):
+    choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
+    monkeypatch.setattr("llama_cpp.llama_get_logits_ith", lambda ctx, idx: np.array(logits, dtype=np.single))
+    monkeypatch.setattr(np.ctypeslib, "as_array", lambda raw, shape: raw)
+    ranked = []
+    sampler = ChoosingSampler(choice, np.array([True, False]), None, _Sampler,
+                              lambda asked: ranked.append(asked.request) or 1)
+    sampler.sample(type("Ctx", (), {"ctx": None})())
+    expected = {"get_time": choice.functions[1].calls, "answer": choice.answer}[grammar]
+    assert sampler._sampler.text == expected
+    assert ranked == (["Weather in Paris?"] if grammar != "answer" else [])
 
 
 # --- the embedded sampler's choice ------------------------------------------------------------

@@ -5,8 +5,9 @@ answer that calls, one for an answer in text. Before the first token is drawn, t
 logits say how likely it is to start a call - every token that begins one of the call's trigger words,
 together - and how likely its favourite other start is. The call wins when the first, raised by the
 choice's ``call_bias``, is the greater; from then on the answer is sampled under the chosen grammar,
-as any grammar is. The choice reads the raw logits, so it does not depend on the seed or the
-temperature: the same conversation is decided the same way every time.
+as any grammar is. Where several functions are offered, a call is to the one the model ranks first
+for the request (llmproxy.backends._function_ranking). The choice reads the raw logits, so it does not
+depend on the seed or the temperature: the same conversation is decided the same way every time.
 """
 
 from __future__ import annotations
@@ -52,11 +53,13 @@ class ChoosingSampler:
     calls or answer grammar from the raw logits, and samples under it from then on (``make`` builds the
     sampler of a grammar's text, which takes over ``chain``, the ordinary samplers)."""
 
-    def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str], Any]) -> None:
+    def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str], Any],
+                 rank: Callable[[GrammarChoice], int]) -> None:
         self._choice = choice
         self._starts = starts
         self._chain = chain
         self._make = make
+        self._rank = rank  # which of the choice's functions a call is to (llmproxy.backends._function_ranking)
         self._sampler: Any = None  # the chosen grammar's, from the first step on
         self.called: bool | None = None  # what was chosen, once it has been
 
@@ -65,8 +68,16 @@ class ChoosingSampler:
             raw = llama_cpp.llama_get_logits_ith(ctx.ctx, idx)
             logits = np.ctypeslib.as_array(raw, shape=(len(self._starts),))
             self.called = chooses_call(logits, self._starts, self._choice.call_bias)
-            self._sampler = self._make(self._choice.calls if self.called else self._choice.answer)
+            self._sampler = self._make(self._chosen_grammar())
         return self._sampler.sample(ctx, idx)
+
+    def _chosen_grammar(self) -> str:
+        choice = self._choice
+        if not self.called:
+            return choice.answer
+        if choice.functions:
+            return choice.functions[self._rank(choice)].calls
+        return choice.calls
 
     def close(self) -> None:
         if self._sampler is not None:

@@ -27,6 +27,7 @@ import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
+from llmproxy.backends._function_ranking import FunctionRanker
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -44,6 +45,7 @@ class GrammarCheckedLlama(Llama):
         self.drawn: list[int] = []  # every token drawn since a caller holding the lock last emptied it
         self._pieces: list[str] | None = None  # each token's text, read when a choice first needs it
         self._starts: dict[tuple[str, ...], np.ndarray] = {}
+        self._ranker: FunctionRanker | None = None
 
     def ending_text(self) -> bytes | None:
         """The text of the tokens drawn, as llama-cpp-python matches stop strings against it; None when
@@ -68,8 +70,22 @@ class GrammarCheckedLlama(Llama):
             return chain
         if isinstance(grammar, GrammarChoice):  # passed through create_completion's grammar argument
             return ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
-                                   lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()))
+                                   lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()),
+                                   self._rank_functions)
         return _DrawFirstSampler(chain, self._model.vocab, grammar._grammar, self.n_vocab())
+
+    def _rank_functions(self, choice: GrammarChoice) -> int:
+        """The index of the choice's function that its request is for, by a ranker loaded on first use."""
+        if self._ranker is None:
+            self._ranker = FunctionRanker(self.model_path, self.n_threads)
+        return self._ranker.best(choice.request, [(f.name, f.description) for f in choice.functions])
+
+    def close(self) -> None:
+        ranker = getattr(self, "_ranker", None)  # not there when loading the model failed
+        if ranker is not None:
+            ranker.close()
+            self._ranker = None
+        super().close()
 
     def _call_starts(self, triggers: tuple[str, ...]) -> np.ndarray:
         """Which tokens start a call (llmproxy.backends._choice_sampling.call_starts), worked out once per

@@ -95,6 +95,19 @@ class GrammarChoice:
     answer: str
     triggers: tuple[str, ...]
     call_bias: float = 0.0
+    # Where several functions are offered: each one's own calls grammar, and the request they are ranked
+    # by once a call is chosen (llmproxy.backends._function_ranking); the call is then to the best.
+    functions: tuple[ChoosableFunction, ...] = ()
+    request: str = ""
+
+
+@dataclass(frozen=True)
+class ChoosableFunction:
+    """One offered function as ``GrammarChoice`` ranks it: what it is for, and the grammar of calls to it."""
+
+    name: str
+    description: str
+    calls: str
 
 
 @dataclass(frozen=True)
