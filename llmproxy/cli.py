@@ -44,14 +44,15 @@ def serve(
         help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
              "wrapper, syntax, grammar, decide, context_window, settings, auth_type, auth_key, max_running, max_queue, "
              "retries, "
-             "connect_timeout, first_token_timeout, read_timeout, fallbacks (and "
+             "connect_timeout, first_token_timeout, read_timeout, fallbacks, escalate_to, and for a pool of "
+             "interchangeable endpoints members, sticky_imbalance, poll_interval (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections, "
-             "response_store_bytes, response_store_ttl; "
+             "response_store_bytes, response_store_ttl, capture; "
              "flags win; and an optional [aliases] table of glob patterns: \"claude-*\" = \"NAME\"). A request's "
              "model picks one; naming none picks default_model, else the first; an unknown name gets the "
              "first alias it matches, else default_model, else a 404. "
-             "Cannot be combined with the model flags below. "
+             "Cannot be combined with the model flags below. The file is read again on SIGHUP. "
              "Example: --config ~/.config/llmproxy/server.toml")] = None,
     backend: opt.Backend = None,
     endpoint: opt.Endpoint = None,
@@ -120,6 +121,12 @@ def serve(
         "--max-connections", min=1, show_default=False,
         help="Open connections kept at most; past it a new one closes the oldest that runs no request, "
              "so idle clients never lock out real ones. Default: 1000.")] = None,
+    capture: Annotated[bool, typer.Option(
+        "--capture", show_default=False,
+        help="Keep each request's bodies (the client's request, the prompt, the grammar, the model's raw "
+             "output, the response) for the inspector page at /inspect, and let it run them again. They hold "
+             "user data, kept in memory only, the last few hundred (64 MiB at most). Default: the inspector "
+             "shows each request's metadata only. Config file: capture = true.")] = False,
     log_level: Annotated[str, typer.Option(
         "--log-level", case_sensitive=False,
         help=f"One of {', '.join(LOG_LEVELS)}. 'info' logs one line per request; 'debug' adds each "
@@ -145,6 +152,7 @@ def serve(
     """
     from llmproxy.server.app import create_app, run
     from llmproxy.server.config import serving
+    from llmproxy.server.reload import reload_on_sighup
     from llmproxy.server.response_store import ResponseStore
 
     level = log_level.lower()
@@ -157,7 +165,9 @@ def serve(
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}
     try:
-        server, routes, limits, fallbacks, aliases = serving(config, {k: v for k, v in flags.items() if v is not None})
+        served = serving(config, {k: v for k, v in flags.items() if v is not None})
+        server, routes, limits, fallbacks, aliases = served.server, served.routes, served.limits, served.fallbacks, \
+            served.aliases
     except ConfigurationError as exc:
         raise _fail(exc.message) from None
     listen_host, listen_port = host or server.host, port or server.port
@@ -169,11 +179,15 @@ def serve(
                             allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
                             cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
                             aliases=aliases, responses=ResponseStore(server.response_store_bytes,
-                                                                     server.response_store_ttl))
+                                                                     server.response_store_ttl),
+                            capture=capture or server.capture, pools=served.pools, escalations=served.escalations)
+    if config is not None:  # kill -HUP reads the file again (llmproxy.server.reload)
+        reload_on_sighup(server_app, lambda: serving(config, {}))
     for name, route in routes.items():
         log.info("model %r: backend %s, wrapper %s, grammar %s, tool_choice auto decided %s, context %d tokens",
                  name, route.backend.name, route.wrapper.name, route.grammar, route.decide, route.context_window)
-    log.info("OpenAI base URL: http://%s:%d/v1 (docs at /docs)", listen_host, listen_port)
+    log.info("OpenAI base URL: http://%s:%d/v1 (docs at /docs, inspector at /inspect%s)", listen_host, listen_port,
+             ", capturing request bodies" if capture or server.capture else "")
     connection_flags = {"idle_timeout": idle_timeout, "header_timeout": header_timeout, "body_timeout": body_timeout,
                         "max_connections": max_connections}
     limits = server.limits().model_copy(update={k: v for k, v in connection_flags.items() if v is not None})

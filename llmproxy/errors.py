@@ -133,6 +133,14 @@ class HostNotAllowedError(InvalidRequestError):
     code = "host_not_allowed"
 
 
+class OriginNotAllowedError(InvalidRequestError):
+    """A request from a web page of another site (its Origin header), to the inspector, which only
+    its own page may call."""
+
+    status_code = 403
+    code = "origin_not_allowed"
+
+
 class RequestTimeoutError(InvalidRequestError):
     """The client took too long to send its request's headers or body."""
 
@@ -214,6 +222,17 @@ class BackendConnectionError(BackendError):
 
     status_code = 503
     code = "backend_unreachable"
+
+
+class MembersDownError(BackendConnectionError):
+    """Every member of a model's pool is out (failed and cooling down); ``retry_after`` is in seconds,
+    until the first of them is probed again. A 503, so fallbacks take it like a backend that is down."""
+
+    code = "no_member_available"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, backend="pool")
+        self.retry_after = retry_after
 
 
 class BackendTimeoutError(BackendError):

@@ -294,6 +294,7 @@ class ProxyInfo(_Model):
     stop_sequence: str | None = None  # the request's own stop string that ended the answer, where the backend says
     attempts: int = 1  # generations it took: more than one when an unusable answer got a second chance
     fallbacks: list[Fallback] = Field(default_factory=list)  # the server's models tried first, in order
+    escalated_from: Fallback | None = None  # the model whose answer stayed unusable, and why (its escalate_to answered)
     notes: list[str] = Field(default_factory=list)  # what a face left out or replaced (an image for a text model)
 
 

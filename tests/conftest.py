@@ -26,7 +26,7 @@ EMPTY_HOME = SESSION_DIR / "home"
 MISSING_SETTINGS = SESSION_DIR / "no-user-settings.json"
 MODEL_USE_LOG = SESSION_DIR / "model-use.log"
 # Variables of the test suite itself, not of llmproxy: they change what a run does on purpose.
-TEST_SUITE_VARIABLES = {"LLMPROXY_UPDATE_GOLDEN"}
+TEST_SUITE_VARIABLES = {"LLMPROXY_UPDATE_GOLDEN", "LLMPROXY_UPDATE_SCREENSHOTS"}
 
 
 def _isolate_from_the_developer() -> None:

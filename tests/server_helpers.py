@@ -3,6 +3,7 @@ llama.cpp server speaking its native streamed /completion protocol, and in-proce
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -101,8 +102,10 @@ class RunningServer:
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        config = uvicorn.Config(create_app(routes, **options), log_level="warning", access_log=False,
-                                **uvicorn_options(connections))
+        self.app = create_app(routes, **options)
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's event loop, once it runs
+        self.app.router.add_event_handler("startup", self._started)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, **uvicorn_options(connections))
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True,
                                         name=SERVER_THREAD)
@@ -112,6 +115,9 @@ class RunningServer:
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("the test server did not start")
             time.sleep(0.01)
+
+    def _started(self) -> None:
+        self.loop = asyncio.get_running_loop()
 
     def stop(self) -> None:
         self._server.should_exit = True

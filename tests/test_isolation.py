@@ -31,7 +31,8 @@ def settings_of_a_request_in_a_process(env: dict[str, str]) -> dict:
 
 def test_the_tests_see_none_of_the_developers_setup():
     assert not Path(os.environ["LLMPROXY_SETTINGS"]).exists()
-    assert {n for n in os.environ if n.startswith("LLMPROXY_")} <= {"LLMPROXY_SETTINGS", "LLMPROXY_UPDATE_GOLDEN"}
+    assert {n for n in os.environ if n.startswith("LLMPROXY_")} <= {"LLMPROXY_SETTINGS", "LLMPROXY_UPDATE_GOLDEN",
+                                                                     "LLMPROXY_UPDATE_SCREENSHOTS"}
     for config in (Path.home() / ".config", Path(os.environ["XDG_CONFIG_HOME"])):
         assert not (config / "llmproxy").exists()
     route = build_route(endpoint_type="llamacpp", endpoint="http://127.0.0.1:9", context_window=4096)

@@ -28,6 +28,8 @@ def test_wheel_ships_the_data_and_the_installed_package_finds_it(tmp_path):
     for kind in KINDS:
         for path in (ROOT / kind).iterdir():
             assert f"llmproxy/data/{kind}/{path.name}" in names
+    for path in (ROOT / "llmproxy/server/inspector/static").iterdir():  # the inspector page's files
+        assert f"llmproxy/server/inspector/static/{path.name}" in names
     # The unpacked wheel comes first on the path, so this is the installed package, not the checkout.
     probe = ("from llmproxy._data import data_dir; from llmproxy.wrappers import load_wrapper;"
              "print(data_dir('wrappers')); print(load_wrapper('chatml-noforce-roles').wrapper.name)")

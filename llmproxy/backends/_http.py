@@ -517,6 +517,16 @@ class AsyncHTTPClient(_Client):
                 text = await response.text(errors="replace")
         return self._reply(url, exchange, response.status, text, response.reason or "")
 
+    async def get_text(self, path: str, *, timeout: float) -> str:
+        """A GET's reply text (a pool's load and health checks: /slots, /metrics), in ``timeout`` seconds."""
+        url = self.url(path)
+        with self._translated(url, timeout):
+            async with self._session().get(url, timeout=aiohttp.ClientTimeout(
+                    total=timeout, connect=min(timeout, self.timeouts.connect))) as response:
+                text = await response.text(errors="replace")
+        self._check_status(url, response.status, text, response.reason or "")
+        return text
+
     async def answer(self, exchange: Exchange[T]) -> T:
         """A whole answer, not streamed: its first token is all of it, held to ``first_token``."""
         url = self.url(exchange.path)

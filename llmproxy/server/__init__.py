@@ -10,6 +10,8 @@ completions and Responses API, and Anthropic's Messages API.
                          (embedded); token counting, probes
     admission.py         how many requests a backend runs and queues; 429 with Retry-After past them
     fallbacks.py         which failures hand a request to a model's fallbacks, and how the answer says so
+    pools/               a model served by several backends: load, health, stickiness, the choice of one
+    reload.py            the config file read again on SIGHUP, without dropping a request
     responses.py         answering at once or as a server-sent event stream
     disconnects.py       stopping the work for a client that went away
     chunks.py            stream chunk builders (chat and text), and the events protocol of every face
@@ -21,6 +23,7 @@ completions and Responses API, and Anthropic's Messages API.
     config.py            server settings, routes and their limits from a TOML file or flags
     request_ids.py       x-request-id on every response
     request_log.py       one log line per request
+    inspector/           the page at /inspect: models, live requests, every step of one, run it again
     metrics.py           Prometheus metrics at /metrics
     envelope.py          an exception as an HTTP status and OpenAI's error envelope
 

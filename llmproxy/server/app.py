@@ -3,7 +3,8 @@
 ``create_app(routes)`` builds the FastAPI app; each route is a model name clients can ask for.
 Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (and GET/DELETE
 /v1/responses/{id}), POST /v1/messages and /v1/messages/count_tokens, GET /v1/models,
-GET /v1/models/{id}, GET /health, GET /metrics (Prometheus), and the interactive docs at /docs.
+GET /v1/models/{id}, GET /health, GET /metrics (Prometheus), the interactive docs at /docs, and the
+inspector page at /inspect (llmproxy.server.inspector).
 ``run`` serves it as ``llmproxy serve`` does.
 """
 
@@ -25,10 +26,11 @@ from starlette.types import Receive, Scope, Send
 
 from llmproxy import __version__
 from llmproxy.backends.base import ProbeResult
-from llmproxy.errors import LLMProxyError, OverloadedError, invalid_request
+from llmproxy.errors import LLMProxyError, OutputParseError, invalid_request
 from llmproxy.grammar import prepare_validation
 from llmproxy.route import Route
-from llmproxy.server.config import DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_fallbacks, route_limits
+from llmproxy.server.config import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_escalations,
+                                    check_fallbacks, route_limits)
 from llmproxy.server.connections import reserve_descriptors, uvicorn_options
 from llmproxy.server.disconnects import Cancelled
 from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration, openai_error_body
@@ -40,11 +42,17 @@ from llmproxy.server.responses_face import RESPONSES_BODY, ResponsesGeneration, 
 from llmproxy.server.fallbacks import HEADER as FALLBACKS_HEADER
 from llmproxy.server.fallbacks import fallback_note, header_value, worth_falling_back
 from llmproxy.server.hosts import HostCheck
+from llmproxy.server.inspector.recent import Recent
+from llmproxy.server.inspector.routes import install as install_inspector
 from llmproxy.server.intake import Intake
 from llmproxy.server.lanes import Lane, lane_for
 from llmproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from llmproxy.server.metrics import Metrics
 from llmproxy.server.models import Models
+from llmproxy.server.pools.lane import PoolLane
+from llmproxy.server.pools.pool import Pool
+from llmproxy.server.pools.spec import PoolSpec
+from llmproxy.server.pools.sticky import client_key
 from llmproxy.server.request_ids import request_id, with_request_id
 from llmproxy.server.request_log import RequestLog, logger
 from llmproxy.server.responses import answer, stream
@@ -55,34 +63,67 @@ HEALTH_TIMEOUT = 5.0  # seconds /health waits for a backend before it reports it
 
 
 class Service:
-    """The app's state: the models it answers to, how a request is let in, a lane per backend.
+    """The app's state: the models it answers to, how a request is let in, a lane per backend, a pool
+    per model served by several (llmproxy.server.pools).
 
-    Models that share a backend share its lane, with the first one's limits."""
+    Models that share a backend share its lane, with the first one's limits. ``adopt`` takes another
+    service's models in place (a reloaded config file): requests under way keep the lanes they hold."""
 
     def __init__(self, models: Models, intake: Intake, limits: Mapping[str, RouteLimits],
-                 fallbacks: Mapping[str, Sequence[str]], responses: ResponseStore) -> None:
+                 fallbacks: Mapping[str, Sequence[str]], responses: ResponseStore,
+                 pools: Mapping[str, PoolSpec] | None = None, escalations: Mapping[str, str] | None = None) -> None:
         check_fallbacks(fallbacks, list(models.routes))
+        check_escalations(escalations or {}, list(models.routes))
         self.models = models
         self.intake = intake
         self.fallbacks = fallbacks
+        self.escalations = dict(escalations or {})  # model -> the model asked again after an unusable answer
         self.responses = responses  # stored Responses API turns (previous_response_id)
+        self.pools = {name: Pool(name, spec, limits.get(name) or RouteLimits(spec.max_running))
+                      for name, spec in (pools or {}).items()}
         self.lanes: dict[int, Lane] = {}
         for name, route in models.routes.items():
-            if id(route.backend) not in self.lanes:
+            if name not in self.pools and id(route.backend) not in self.lanes:
                 self.lanes[id(route.backend)] = lane_for(route.backend, name, limits.get(name) or route_limits(route))
-        self.metrics = Metrics(self.lanes.values(), responses)
+        self.metrics = Metrics(self.lanes.values(), responses, self.pools.values())
 
-    def lane(self, route: Route) -> Lane:
-        return self.lanes[id(route.backend)]
+    def lane(self, route: Route, key: str | None = None) -> Lane:
+        """The lane for a request to ``route``; a pool's gets the conversation ``key`` its client sent."""
+        pool = self.pools.get(route.name)
+        return PoolLane(pool, key) if pool is not None else self.lanes[id(route.backend)]
 
     def fallback(self, asked: Route, tried: int) -> Route | None:
         """The model to try after ``tried`` models failed for a request to ``asked``, if any is left."""
         names = self.fallbacks.get(asked.name, ())
         return self.models.routes[names[tried - 1]] if tried <= len(names) else None
 
+    def escalation(self, route: Route, error: BaseException) -> Route | None:
+        """The model that gets a request whose answer from ``route`` stayed unusable, if it names one."""
+        name = self.escalations.get(route.name)
+        return self.models.routes[name] if name is not None and isinstance(error, OutputParseError) else None
+
+    def start(self) -> None:
+        for pool in self.pools.values():
+            pool.start()
+
+    async def adopt(self, other: Service) -> None:
+        """Serve ``other``'s models from now on (its lanes and pools replace these; the metrics go on).
+        Requests under way keep the lanes they hold, so none is dropped."""
+        old_pools = list(self.pools.values())
+        self.models, self.fallbacks, self.escalations = other.models, other.fallbacks, other.escalations
+        self.lanes.clear()
+        self.lanes.update(other.lanes)
+        self.pools.clear()
+        self.pools.update(other.pools)
+        for pool in old_pools:
+            await pool.stop()  # its members' connections stay open for the requests still on them
+        self.start()
+
     async def aclose(self) -> None:
         for lane in self.lanes.values():
             await lane.aclose()
+        for pool in self.pools.values():
+            await pool.aclose()
 
 
 def with_fallbacks(response: Response, tried: Sequence[Fallback]) -> Response:
@@ -143,7 +184,8 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_hosts: Iterable[str] = (),
                cors_origins: Iterable[str] = (), limits: Mapping[str, RouteLimits] | None = None,
                fallbacks: Mapping[str, Sequence[str]] | None = None, aliases: Mapping[str, str] | None = None,
-               responses: ResponseStore | None = None) -> FastAPI:
+               responses: ResponseStore | None = None, capture: bool = False,
+               pools: Mapping[str, PoolSpec] | None = None, escalations: Mapping[str, str] | None = None) -> FastAPI:
     """The server for ``routes`` (model name -> route).
 
     ``default_model`` answers requests that name no model or one not in ``routes``; without it the
@@ -155,13 +197,18 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     (llmproxy.server.fallbacks).
     ``aliases``: glob patterns of the names clients send (``claude-*``) -> the model that answers them.
     ``responses``: where Responses API turns are stored (llmproxy.server.response_store).
+    ``capture``: keep the bodies of each request's steps for the inspector at /inspect (they hold user
+    data); without it, the inspector shows the requests' metadata (llmproxy.server.inspector).
+    ``pools``: for a model served by several backends, its members (its route renders for them all;
+    llmproxy.server.pools). ``escalations``: for a model, the one that gets an answer it left unusable.
     """
     service = Service(Models(routes, default_model, aliases), Intake(api_key, max_body_bytes), limits or {},
-                      fallbacks or {}, responses or ResponseStore())
+                      fallbacks or {}, responses or ResponseStore(), pools, escalations)
     app = _Server(HostCheck(allowed_hosts), title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
     app.state.service = service
     app.router.add_event_handler("startup", prepare_validation)
+    app.router.add_event_handler("startup", service.start)  # the pools' background checks
     app.router.add_event_handler("shutdown", service.aclose)
     _install_error_handlers(app)
     origins = list(cors_origins)
@@ -170,30 +217,50 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
                            allow_headers=["*"], expose_headers=["x-request-id", "retry-after", FALLBACKS_HEADER])
 
+    recent = Recent(capture=capture)  # the inspector's last requests
+
+    def ended(log: RequestLog) -> None:
+        service.metrics.record(log)
+        recent.record(log)
+
     async def generate(request: Request, kind: type[Generation]) -> Response:
         """Read the request, take it through its stages, answer; log one line however it ends."""
-        log = RequestLog(kind.endpoint, request_id(request.scope), service.metrics.record)
+        log = RequestLog(kind.endpoint, request_id(request.scope), ended, steps=recent.steps())
         tried: list[Fallback] = []
+        escalated: Fallback | None = None  # the model whose answer stayed unusable, once its escalate_to took over
         generation: Generation | None = None
         try:
             service.intake.authorize(request)
-            generation = kind.read(await service.intake.json_body(request), service)
+            fields = await service.intake.json_body(request)
+            log.received(kind, fields)
+            key = client_key(fields, request.headers)  # a conversation's own key, for a pool's stickiness
+            generation = kind.read(fields, service)
             asked = generation.route
+            lane = service.lane(asked, key)
             while True:
                 log.serving(generation.route, generation.stream)
                 try:
                     if generation.stream:  # the stream writes the log line
-                        return with_fallbacks(await stream(request, service.lane(generation.route), generation, log),
-                                              tried)
-                    response = await answer(request, service.lane(generation.route), generation, log)
+                        return with_fallbacks(await stream(request, lane, generation, log), tried)
+                    response = await answer(request, lane, generation, log)
                     break
                 except Exception as exc:
-                    after = service.fallback(asked, len(tried) + 1) if worth_falling_back(exc) else None
-                    if after is None:
-                        raise
-                    tried.append(fallback_note(generation.route.name, exc))
-                    log.fell_back(tried[-1])
+                    if lane.retry_elsewhere(exc):  # a pool's member failed it before its answer began
+                        log.moved(exc)
+                        generation = generation.on_route(generation.route)
+                        continue
+                    after = service.escalation(generation.route, exc) if escalated is None else None
+                    if after is not None:
+                        escalated = fallback_note(generation.route.name, exc)
+                        log.escalating(after.name, exc)
+                    else:
+                        after = service.fallback(asked, len(tried) + 1) if worth_falling_back(exc) else None
+                        if after is None:
+                            raise
+                        tried.append(fallback_note(generation.route.name, exc))
+                        log.fell_back(tried[-1])
                     generation = generation.on_route(after)
+                    lane = service.lane(after, key)
         except Cancelled:
             log.disconnected()
             log.emit()
@@ -208,9 +275,11 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         info = getattr(response, "llmproxy", None)
         if info is not None:
             info.fallbacks = tried
+            info.escalated_from = escalated
         log.answered(response)
         log.emit()
         body = generation.body(response)
+        log.sent(body)
         generation.sent()
         return with_fallbacks(Response(body, media_type="application/json"), tried)
 
@@ -274,7 +343,7 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     async def root() -> dict[str, str]:
         """Clients probe the base address (Claude Code sends HEAD /, and HEAD /api/hello unless its
         non-essential traffic is off); it says what answers here."""
-        return {"name": "llmproxy", "version": __version__, "docs": "/docs"}
+        return {"name": "llmproxy", "version": __version__, "docs": "/docs", "inspect": "/inspect"}
 
     @app.get("/v1/models", tags=["OpenAI"])
     async def models(request: Request) -> dict[str, Any]:
@@ -293,7 +362,8 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
 
     @app.get("/health", tags=["Service"])
     async def health(request: Request) -> Response:
-        """Whether every model's backend answers (200), or which do not (503).
+        """Whether every model's backend answers (200), or which do not (503); for a pool, each member's
+        state from its last background check (a pool is up while any member is).
 
         Behind the API key when the server has one; only then does it show each backend's details
         (which may hold its address): without a key, every caller is a stranger."""
@@ -305,14 +375,17 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
 
         async with anyio.create_task_group() as group:
             for name, route in service.models.routes.items():
-                group.start_soon(probe, name, route)
-        up = all(result.up for result in probes.values())
-        if service.intake.api_key is None:
+                if name not in service.pools:  # a pool's members are checked in the background: read, not asked
+                    group.start_soon(probe, name, route)
+        details = service.intake.api_key is not None
+        up = all(result.up for result in probes.values()) and all(pool.up for pool in service.pools.values())
+        if not details:
             models = {name: {"up": result.up} for name, result in probes.items()}
         else:
             models = {name: {"backend": result.backend, "up": result.up, "model": result.model,
                              "context_window": result.context_window, "detail": result.detail or None}
                       for name, result in probes.items()}
+        models.update({name: pool.report(details) for name, pool in service.pools.items()})
         body = {"status": "ok" if up else "unavailable", "models": models}
         return Response(json.dumps(body), status_code=200 if up else 503, media_type="application/json")
 
@@ -322,6 +395,7 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         service.intake.authorize(request)
         return Response(service.metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
+    install_inspector(app, service, recent)
     _document_bodies(app, [ChatRequest, CompletionRequest])
     return app
 
@@ -351,8 +425,9 @@ def _error_response(exc: BaseException, request: Request,
         error_body = anthropic_error_body if _route_path(request.scope).startswith(MESSAGES_PATH) else openai_error_body
     status, body = error_body(exc)
     response = Response(body, status_code=status, media_type="application/json")
-    if isinstance(exc, OverloadedError):
-        response.headers["retry-after"] = str(exc.retry_after)
+    retry_after = getattr(exc, "retry_after", None)  # a full queue (429), a pool with every member out (503)
+    if retry_after is not None:
+        response.headers["retry-after"] = str(retry_after)
     return response
 
 

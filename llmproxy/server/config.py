@@ -16,6 +16,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     max_connections = 1000        # past it, the oldest connection with no request running is closed
     response_store_bytes = 67108864  # Responses API turns kept for previous_response_id (0: none)
     response_store_ttl = 3600     # seconds each is kept after its last use
+    capture = false               # keep request bodies for the inspector at /inspect (they hold user data)
 
     [models.smol]                 # without default_model, the first model answers requests naming none
     backend = "embedded"          # MemGPT endpoint type: embedded, llamacpp, koboldcpp, ollama, ...
@@ -39,6 +40,17 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     first_token_timeout = 300     # seconds to the answer's first token, the prompt read first (default 120)
     read_timeout = 60             # seconds between two pieces of the answer (default 30)
     fallbacks = ["smol"]          # models to try in order when this one is down, busy or silent
+
+    [models.qwen]                 # a pool: interchangeable endpoints of any backend kind (llmproxy.server.pools)
+    backend = "llamacpp"          # the members' default backend
+    wrapper = "hermes"            # every member renders alike (checked at start)
+    members = [
+      { endpoint = "http://gpu1:8080" },
+      { endpoint = "http://gpu2:8080", weight = 2 },   # twice the capacity
+      { backend = "vllm", endpoint = "http://gpu3:8000", model = "Qwen/Qwen3-8B", name = "gpu3" },
+    ]
+    sticky_imbalance = 2          # a conversation leaves its member once it carries this many more requests
+    escalate_to = "mixtral"       # an answer still unusable after the second chances is asked of it, once
 
     [aliases]                     # names clients send (glob patterns, first match wins) -> a model
     "claude-*" = "mixtral"        # Claude Code's names, including its background tier
@@ -66,6 +78,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmproxy.errors import ConfigurationError
 from llmproxy.grammar import grammar_names
 from llmproxy.route import DEFAULT_RETRIES, Route, build_route
+from llmproxy.server.pools.build import check_members
+from llmproxy.server.pools.spec import MemberSpec, PoolSpec
 from llmproxy.server.response_store import DEFAULT_MAX_BYTES as DEFAULT_STORE_BYTES
 from llmproxy.server.response_store import DEFAULT_TTL as DEFAULT_STORE_TTL
 from llmproxy.settings import to_generation_params
@@ -82,6 +96,23 @@ class _Strict(BaseModel):
 
 
 TIMEOUTS = ("connect_timeout", "first_token_timeout", "read_timeout")  # model keys that go to the backend
+
+
+class MemberConfig(_Strict):
+    """One member of a model's pool (llmproxy.server.pools): its endpoint, with the model's settings
+    for everything it does not set itself."""
+
+    name: str | None = Field(default=None, min_length=1)  # in /health, /metrics and the log; default: backend-N
+    backend: str | None = None  # default: the model's
+    endpoint: str | None = None
+    model: str | None = None
+    weight: float = Field(default=1.0, gt=0)  # its capacity relative to the others
+    max_running: int | None = Field(default=None, ge=1)  # requests sent to it at once (default: the backend's)
+    auth_type: Literal["bearer_token", "api_key"] | None = None
+    auth_key: str | None = None
+    connect_timeout: float | None = Field(default=None, gt=0)
+    first_token_timeout: float | None = Field(default=None, gt=0)
+    read_timeout: float | None = Field(default=None, gt=0)
 
 
 class ModelConfig(_Strict):
@@ -105,6 +136,11 @@ class ModelConfig(_Strict):
     first_token_timeout: float | None = Field(default=None, gt=0)
     read_timeout: float | None = Field(default=None, gt=0)
     fallbacks: list[str] = Field(default_factory=list)  # served models to try instead (llmproxy.server.fallbacks)
+    # A pool of interchangeable endpoints instead of one (llmproxy.server.pools), and its settings.
+    members: list[MemberConfig] = Field(default_factory=list)
+    sticky_imbalance: float = Field(default=2.0, ge=0)  # requests a conversation's member may carry above the least loaded
+    poll_interval: float = Field(default=1.0, ge=0.1)  # seconds between two load and health checks of a member
+    escalate_to: str | None = None  # the model that gets an answer still unusable after the second chances
 
 
 class ConnectionLimits(_Strict):
@@ -128,6 +164,7 @@ class ServerConfig(ConnectionLimits):
     # The Responses API's stored turns (llmproxy.server.response_store): bytes in all, seconds each.
     response_store_bytes: int = Field(default=DEFAULT_STORE_BYTES, ge=0)
     response_store_ttl: float = Field(default=DEFAULT_STORE_TTL, gt=0)
+    capture: bool = False  # the inspector keeps each request's bodies, not just its metadata (llmproxy.server.inspector)
 
     def limits(self) -> ConnectionLimits:
         return ConnectionLimits(**{key: getattr(self, key) for key in ConnectionLimits.model_fields})
@@ -231,18 +268,47 @@ def route_limits(route: Route, max_running: int | None = None, max_queue: int | 
 
 
 class Serving(NamedTuple):
-    """What ``llmproxy serve`` serves: server settings, and each model's route and limits."""
+    """What ``llmproxy serve`` serves: server settings, and each model's route and limits; the members of
+    the models that are pools; the model each escalates to."""
 
     server: ServerConfig
     routes: dict[str, Route]
     limits: dict[str, RouteLimits]
     fallbacks: dict[str, tuple[str, ...]]
     aliases: dict[str, str]
+    pools: dict[str, PoolSpec] = {}
+    escalations: dict[str, str] = {}
 
 
-def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits]:
-    route = model_route(name, model)
-    return route, route_limits(route, model.max_running, model.max_queue)
+def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits, PoolSpec | None]:
+    if not model.members:
+        route = model_route(name, model)
+        return route, route_limits(route, model.max_running, model.max_queue), None
+    members = []
+    for number, member in enumerate(model.members, 1):
+        label = member.name or f"{member.backend or model.backend}-{number}"
+        settings = {key: value for key, value in member.model_dump(exclude={"name", "weight"}).items() if value is not None}
+        try:
+            route = model_route(name, model.model_copy(update={**settings, "members": []}))
+            members.append(MemberSpec(label, route, member.weight,
+                                      route_limits(route, member.max_running).max_running))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"member {label!r}: {exc.message}") from None
+    if len({member.name for member in members}) != len(members):
+        raise ConfigurationError("two members have the same name; give each its own")
+    check_members(name, [(member.name, member.route) for member in members])
+    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval)
+    running = model.max_running or sum(member.max_running for member in members)
+    return members[0].route, RouteLimits(running, DEFAULT_MAX_QUEUE if model.max_queue is None else model.max_queue), pool
+
+
+def check_escalations(escalations: Mapping[str, str], served: Sequence[str]) -> None:
+    """Every model escalates to another served model."""
+    for name, other in escalations.items():
+        if other == name:
+            raise ConfigurationError(f"model {name!r}: escalate_to names the model itself")
+        if other not in served:
+            raise ConfigurationError(f"model {name!r}: escalate_to {other!r} is not a served model ({', '.join(served)})")
 
 
 def default_name(model: ModelConfig) -> str:
@@ -264,7 +330,7 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
             option = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "option"
             raise ConfigurationError(f"bad option {option}: {error['msg']}") from None
         name = default_name(model)
-        route, limits = _served(name, model)
+        route, limits, _ = _served(name, model)
         if model.fallbacks:
             raise ConfigurationError("fallbacks name other models: define them in a config file (--config)")
         return Serving(ServerConfig(default_model=name), {name: route}, {name: limits}, {}, {})
@@ -275,16 +341,20 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
         )
     config = load_config(path)
     served = Serving(config.server, {}, {}, {name: tuple(model.fallbacks) for name, model in config.models.items()
-                                             if model.fallbacks}, config.aliases)
+                                             if model.fallbacks}, config.aliases, {},
+                     {name: model.escalate_to for name, model in config.models.items() if model.escalate_to})
     try:
         check_fallbacks(served.fallbacks, list(config.models))
+        check_escalations(served.escalations, list(config.models))
     except ConfigurationError as exc:
         raise ConfigurationError(f"config file {path}, {exc.message}") from None
     for name, model in config.models.items():
         try:
-            served.routes[name], served.limits[name] = _served(name, model)
+            served.routes[name], served.limits[name], pool = _served(name, model)
         except ConfigurationError as exc:
             raise ConfigurationError(f"config file {path}, model {name!r}: {exc.message}") from None
+        if pool is not None:
+            served.pools[name] = pool
     return served
 
 

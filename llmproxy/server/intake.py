@@ -28,17 +28,25 @@ class Intake:
         self.api_key = api_key.encode() if api_key else None
         self.max_body_bytes = max_body_bytes
 
-    def authorize(self, request: Request) -> None:
+    def authorize(self, request: Request, *, cookie: str | None = None) -> None:
         """The server's key, sent as ``Authorization: Bearer KEY`` (OpenAI's clients, Claude Code's
-        ``ANTHROPIC_AUTH_TOKEN``) or ``x-api-key: KEY`` (the anthropic SDK's ``ANTHROPIC_API_KEY``)."""
+        ``ANTHROPIC_AUTH_TOKEN``) or ``x-api-key: KEY`` (the anthropic SDK's ``ANTHROPIC_API_KEY``), or,
+        where ``cookie`` names one, in that cookie (a browser's, for the inspector: llmproxy.server.inspector)."""
         if self.api_key is None:
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         sent = token.strip() if scheme.lower() == "bearer" else request.headers.get("x-api-key", "")
-        # Constant-time comparison: the time taken must not tell how much of a guess was right.
-        if not hmac.compare_digest(sent.encode(), self.api_key):
+        if not sent and cookie is not None:
+            sent = request.cookies.get(cookie, "")
+        if not self.accepts(sent):
+            browser = " In a browser, open /inspect?key=<key> once." if cookie is not None else ""
             raise AuthenticationError("Missing or wrong API key; send it as 'Authorization: Bearer <key>' "
-                                      "(or 'x-api-key: <key>').")
+                                      f"(or 'x-api-key: <key>').{browser}")
+
+    def accepts(self, sent: str) -> bool:
+        """Whether ``sent`` is the server's key (any is, without one)."""
+        # Constant-time comparison: the time taken must not tell how much of a guess was right.
+        return self.api_key is None or hmac.compare_digest(sent.encode(), self.api_key)
 
     async def json_body(self, request: Request) -> dict[str, Any]:
         content_type = request.headers.get("content-type", "")

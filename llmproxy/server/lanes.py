@@ -57,7 +57,7 @@ class Lane(abc.ABC):
         """Draft the request, count its prompt's tokens, plan it."""
         prompt = await anyio.to_thread.run_sync(generation.draft) if generation.heavy else generation.draft()
         planned = generation.plan(await self.count(prompt))
-        log.prompt(planned.prompt, planned.grammar)
+        log.prompt(planned.prompt, planned.grammar, planned.params)
         return planned
 
     async def finish(self, generation: Generation, completion: Completion, log: RequestLog) -> BaseModel:
@@ -98,6 +98,11 @@ class Lane(abc.ABC):
 
     async def aclose(self) -> None:
         """Release what the lane holds on the event loop."""
+
+    def retry_elsewhere(self, error: BaseException) -> bool:
+        """Whether the request that failed with ``error`` before its answer began may be sent afresh to
+        another backend of the same model: only a pool's lane has any (llmproxy.server.pools.lane)."""
+        return False
 
 
 class LoopLane(Lane):

@@ -9,7 +9,14 @@
     llmproxy_repairs_total{model, repair}                      repairs made to answers, by kind
     llmproxy_retries_total{model}                              second chances given to unusable answers
     llmproxy_fallbacks_total{model, error}                     models that could not take a request, and why
-    llmproxy_queue_depth{model}, llmproxy_running_requests{model}  each backend lane, when scraped
+    llmproxy_escalations_total{model, to}                      unusable answers asked again of escalate_to
+    llmproxy_queue_depth{model}, llmproxy_running_requests{model}  each backend lane and pool, when scraped
+    llmproxy_member_up{model, member}                          a pool member in (1) or cooling down (0)
+    llmproxy_member_in_flight{model, member}                   requests llmproxy has on it
+    llmproxy_member_load{model, member}                        the load its backend last reported
+    llmproxy_member_requests_total{model, member}              requests it was chosen for
+    llmproxy_member_failures_total{model, member}              times it failed (and was taken out)
+    llmproxy_member_time_to_first_token_seconds{model, member} until its first piece of answer
     llmproxy_stored_responses, llmproxy_stored_response_bytes  the Responses API's store, when scraped
 
 Each request is counted from its log line's record (llmproxy.server.request_log), so the two always
@@ -23,10 +30,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from llmproxy.server.lanes import Lane
+from llmproxy.server.pools.pool import Pool
 from llmproxy.server.request_log import RequestLog
 from llmproxy.server.response_store import ResponseStore
 
@@ -38,7 +46,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 class Metrics:
     """One app's metrics: ``record`` each request as it ends; ``exposition`` is what /metrics serves."""
 
-    def __init__(self, lanes: Iterable[Lane], store: ResponseStore | None = None) -> None:
+    def __init__(self, lanes: Iterable[Lane], store: ResponseStore | None = None, pools: Iterable[Pool] = ()) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("llmproxy_requests", "Generation requests, by endpoint, model and HTTP status.",
                                 ["endpoint", "model", "status"], registry=self.registry)
@@ -59,7 +67,14 @@ class Metrics:
                                registry=self.registry)
         self.fallbacks = Counter("llmproxy_fallbacks", "Models that could not take a request, by error.",
                                  ["model", "error"], registry=self.registry)
-        self.registry.register(_Lanes(list(lanes)))
+        self.escalations = Counter("llmproxy_escalations", "Unusable answers asked again of the model's escalate_to.",
+                                   ["model", "to"], registry=self.registry)
+        self.member_first_token = Histogram("llmproxy_member_time_to_first_token_seconds",
+                                            "Time until a pool member's first piece of the answer.", ["model", "member"],
+                                            buckets=DURATION_BUCKETS, registry=self.registry)
+        # Read live: a reloaded config file changes the lanes and pools in place.
+        self.registry.register(_Lanes(lanes, pools))
+        self.registry.register(_Members(pools))
         if store is not None:
             self.registry.register(_Store(store))
 
@@ -82,25 +97,59 @@ class Metrics:
             self.retries.labels(model).inc(log.attempts - 1)
         for tried, error in log.fallbacks:
             self.fallbacks.labels(tried, error).inc()
+        if log.escalated is not None:
+            self.escalations.labels(*log.escalated).inc()
+        if log.member is not None and log.first_token_seconds is not None:
+            self.member_first_token.labels(model, log.member).observe(log.first_token_seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _Lanes(Collector):
-    """Each lane's queue and running requests, read when scraped (nothing to keep up to date)."""
+    """Each lane's and pool's queue and running requests, read when scraped (nothing to keep up to date)."""
 
-    def __init__(self, lanes: list[Lane]) -> None:
+    def __init__(self, lanes: Iterable[Lane], pools: Iterable[Pool]) -> None:
         self.lanes = lanes
+        self.pools = pools
 
     def collect(self) -> Iterator[Metric]:
         waiting = GaugeMetricFamily("llmproxy_queue_depth", "Requests waiting for a place to run.", labels=["model"])
         running = GaugeMetricFamily("llmproxy_running_requests", "Requests running.", labels=["model"])
-        for lane in self.lanes:
-            waiting.add_metric([lane.admission.name], lane.admission.waiting)
-            running.add_metric([lane.admission.name], lane.admission.running)
+        for admission in [*(lane.admission for lane in self.lanes), *(pool.admission for pool in self.pools)]:
+            waiting.add_metric([admission.name], admission.waiting)
+            running.add_metric([admission.name], admission.running)
         yield waiting
         yield running
+
+
+class _Members(Collector):
+    """Each pool member's state and counts, read when scraped."""
+
+    def __init__(self, pools: Iterable[Pool]) -> None:
+        self.pools = pools
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["model", "member"]
+        up = GaugeMetricFamily("llmproxy_member_up", "Pool members in (1) or cooling down after a failure (0).",
+                               labels=labels)
+        in_flight = GaugeMetricFamily("llmproxy_member_in_flight", "Requests llmproxy has on each pool member.",
+                                      labels=labels)
+        load = GaugeMetricFamily("llmproxy_member_load", "Requests each pool member's backend last reported "
+                                 "(running and waiting).", labels=labels)
+        requests = CounterMetricFamily("llmproxy_member_requests", "Requests each pool member was chosen for.",
+                                       labels=labels)
+        failures = CounterMetricFamily("llmproxy_member_failures", "Times each pool member failed.", labels=labels)
+        for pool in self.pools:
+            for member in pool.members:
+                names = [pool.name, member.name]
+                up.add_metric(names, 1 if member.health.up else 0)
+                in_flight.add_metric(names, member.in_flight)
+                if member.reported is not None:
+                    load.add_metric(names, member.reported.total)
+                requests.add_metric(names, member.requests)
+                failures.add_metric(names, member.failures)
+        yield from (up, in_flight, load, requests, failures)
 
 
 class _Store(Collector):

@@ -126,24 +126,31 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                     log.first_token()
                 else:
                     yield events.keepalive()
+            again = False  # the answer starts afresh: a second chance, or another member of a pool
             while True:
                 collector = Collector()
-                while delta is not None:
-                    collector.add(delta)
-                    for event in events.feed(delta.text):
-                        yield event
-                    delta = await lane.next(deltas)
                 try:
+                    if again:
+                        deltas = await lane.open(await lane.plan(generation, log), watch)
+                        delta = await lane.next(deltas)
+                    while delta is not None:
+                        collector.add(delta)
+                        for event in events.feed(delta.text):
+                            yield event
+                        delta = await lane.next(deltas)
                     response = await lane.finish(generation, collector.completion(), log)
                     break
+                # Only while nothing of the answer has been sent: what was sent stays.
                 except OutputParseError as exc:
-                    # A second chance only while nothing of the answer has been sent: what was sent stays.
                     if events.sent_text or not generation.retry(exc):
                         raise
                     log.retried(exc)
-                    await lane.close(deltas)
-                    deltas = await lane.open(await lane.plan(generation, log), watch)
-                    delta = await lane.next(deltas)
+                except LLMProxyError as exc:  # a pool's member failed (llmproxy.server.pools.lane)
+                    if events.sent_text or not lane.retry_elsewhere(exc):
+                        raise
+                    log.moved(exc)
+                await lane.close(deltas)
+                again = True
             log.answered(response)
             for event in events.closing(response):
                 yield event

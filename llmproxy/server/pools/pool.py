@@ -1,0 +1,194 @@
+"""A pool: one model served by several interchangeable members, checked in the background.
+
+The pool keeps its members' state (health, load reports, requests in flight) and the model's queue
+(llmproxy.server.admission: as many running as its members take together; past its queue, 429). A
+background task checks every member each ``poll_interval`` seconds, one check per member at a time,
+so a request never waits for a check: it reads what the last one found. A member that is out is
+checked only once its cool-down is over (llmproxy.server.pools.health).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from llmproxy.backends.base import Backend
+from llmproxy.errors import LLMProxyError, MembersDownError, OverloadedError
+from llmproxy.server.admission import Admission
+from llmproxy.server.config import RouteLimits
+from llmproxy.server.lanes import lane_for
+from llmproxy.server.pools.choice import choose
+from llmproxy.server.pools.load import POLL_TIMEOUT
+from llmproxy.server.pools.members import Member
+from llmproxy.server.pools.spec import PoolSpec
+from llmproxy.server.pools.sticky import Affinities
+
+logger = logging.getLogger("llmproxy.server")
+
+FULL_WAIT = 60.0  # seconds a request waits for a member with room before it is refused (429)
+DEFAULT_FIRST_TOKEN = 120.0  # a member's time to the first token where its backend has no such setting
+
+
+class Pool:
+    """The members of one model and what is known of them. ``clock`` and ``rng`` can be replaced, so
+    tests move time and draw members deterministically."""
+
+    def __init__(self, name: str, spec: PoolSpec, limits: RouteLimits, *,
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> None:
+        self.name = name
+        self.spec = spec
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.members = [Member(member, lane_for(member.route.backend, f"{name}/{member.name}",
+                                                RouteLimits(member.max_running, 0)), lambda: self.clock())
+                        for member in spec.members]
+        self.admission = Admission(name, limits.max_running, limits.max_queue)
+        self.affinities = Affinities()
+        # A request moves to another member only while it has waited less than twice a member's time to
+        # the first token: once a silent member has cost it that long, a client is likely to give up.
+        self.retry_within = 2 * max(_first_token_limit(member.route.backend) for member in spec.members)
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def up(self) -> bool:
+        return any(member.health.up for member in self.members)
+
+    # --- choosing ------------------------------------------------------------------------------
+
+    async def take(self, key: str | None, tried: list[str]) -> Member:
+        """A member for a request (counted in flight on it until ``give_back``), not one already ``tried``:
+        while every member that is up is full, the request waits for one to free, up to FULL_WAIT."""
+        deadline = self.clock() + FULL_WAIT
+        while True:
+            candidates = [member for member in self.members if member.health.up and member.name not in tried]
+            if not candidates:
+                raise self._down()
+            member = choose(candidates, key, self.affinities, self.spec.imbalance, self.rng)
+            if member is not None:
+                member.in_flight += 1
+                member.requests += 1
+                return member
+            left = deadline - self.clock()
+            if left <= 0:
+                raise OverloadedError(f"every member of the model {self.name!r} has been full for {FULL_WAIT:g} s (by "
+                                      "its own load report or its max_running); retry after the Retry-After seconds",
+                                      retry_after=1)
+            changed = self._changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), left)
+
+    def give_back(self, member: Member) -> None:
+        member.in_flight -= 1
+        self._notify()
+
+    def _down(self) -> MembersDownError:
+        wait = min(member.health.seconds_out() or 1 for member in self.members)
+        reasons = "; ".join(f"{member.name}: {member.health.reason or 'tried already'}" for member in self.members)
+        return MembersDownError(f"every member of the model {self.name!r} is out ({reasons}); they are probed again "
+                                f"within {wait} s", retry_after=wait)
+
+    def counter(self) -> Member:
+        """A member to count tokens with (every member counts alike: checked at start)."""
+        return next((member for member in self.members if member.health.up), self.members[0])
+
+    def report(self, details: bool) -> dict[str, Any]:
+        """What /health says of the pool: each member's state; its address, load and last failure only
+        with ``details`` (a server with an API key: without one, every caller is a stranger)."""
+        members = []
+        for member in self.members:
+            entry: dict[str, Any] = {"name": member.name, "state": member.health.state}
+            if details:
+                reported = member.reported
+                entry.update(backend=member.backend.name, endpoint=getattr(member.backend, "endpoint", None),
+                             in_flight=member.in_flight, load=None if reported is None else reported.total,
+                             slots=None if reported is None else reported.slots, detail=member.health.reason or None)
+            members.append(entry)
+        return {"up": self.up, "members": members}
+
+    # --- health --------------------------------------------------------------------------------
+
+    def failed(self, member: Member, error: BaseException, during: str = "a request") -> None:
+        """``member`` failed: out, for a growing cool-down."""
+        member.failures += 1
+        member.health.failed(_reason(error))
+        logger.warning("member %s of model %s failed %s, out for %d s: %s", member.name, self.name, during,
+                       member.health.seconds_out(), member.health.reason)
+        self._notify()
+
+    def answered(self, member: Member) -> None:
+        if not member.health.up or member.health.failures_in_a_row:
+            member.health.succeeded()
+            self._notify()
+
+    async def check(self) -> None:
+        """One round of background checks: each member that is in, or out and due to be probed."""
+        await asyncio.gather(*(self._check(member) for member in self.members if member.health.due()))
+
+    async def _check(self, member: Member) -> None:
+        was_up = member.health.up
+        try:
+            if member.reader.kind is None:  # a backend that reports no load: its own probe says whether it is up
+                probe = await member.lane.probe(POLL_TIMEOUT)
+                if not probe.up:
+                    raise _ProbeFailed(probe.detail or "its probe says it is down")
+                load = None
+            else:
+                load = await member.reader.read()
+        except (LLMProxyError, _ProbeFailed) as exc:
+            self.failed(member, exc, "its check")
+            return
+        member.report(load)
+        if not was_up:
+            logger.info("member %s of model %s is back", member.name, self.name)
+        member.health.succeeded()
+        self._notify()
+
+    def _notify(self) -> None:
+        """Wake the requests waiting for a member with room."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # --- the background task -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.check()
+            except Exception:  # noqa: BLE001 - a bug in one round must not end the checks for good
+                logger.exception("checking the members of model %s failed", self.name)
+            await asyncio.sleep(self.spec.poll_interval)
+
+    async def stop(self) -> None:
+        """End the background checks (the members' lanes stay open for requests still in flight)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def aclose(self) -> None:
+        await self.stop()
+        for member in self.members:
+            await member.lane.aclose()
+
+
+class _ProbeFailed(Exception):
+    pass
+
+
+def _reason(error: BaseException) -> str:
+    return getattr(error, "message", None) or str(error) or type(error).__name__
+
+
+def _first_token_limit(backend: Backend) -> float:
+    timeouts = getattr(getattr(backend, "ahttp", None), "timeouts", None)
+    return timeouts.first_token if timeouts is not None else DEFAULT_FIRST_TOKEN

@@ -1,0 +1,36 @@
+"""A pool as configured: plain values, read by llmproxy.server.config without the server's machinery."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmproxy.route import Route
+
+DEFAULT_POLL_INTERVAL = 1.0  # seconds between two checks of a member: a load report is at most this old
+DEFAULT_IMBALANCE = 2.0  # requests (per unit of weight) a sticky member may carry above the least loaded
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """A member: its name (in /health, /metrics and the log), its own route (its backend, checked at
+    start to render requests exactly as the first member does: llmproxy.server.pools.build), its weight
+    (capacity relative to the others) and how many requests llmproxy sends it at once."""
+
+    name: str
+    route: Route
+    weight: float = 1.0
+    max_running: int = 32
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A pool: its members, how far a conversation's member may be busier than the least loaded before
+    the conversation moves, and how often members are checked."""
+
+    members: tuple[MemberSpec, ...]
+    imbalance: float = DEFAULT_IMBALANCE
+    poll_interval: float = DEFAULT_POLL_INTERVAL
+
+    @property
+    def max_running(self) -> int:
+        return sum(member.max_running for member in self.members)
