@@ -31,10 +31,10 @@ from bench_server import InstantBackend, memgpt_request, wait_for_port  # noqa: 
 
 
 def serve(port: int, max_connections: int) -> None:
+    from llmproxy.prompts import load_wrapper
     from llmproxy.route import Route
     from llmproxy.server.app import create_app, run
     from llmproxy.server.config import ConnectionLimits
-    from llmproxy.wrappers import load_wrapper
 
     route = Route(name="bench", backend=InstantBackend(False), wrapper=load_wrapper("chatml").wrapper,
                   grammar="none", context_window=8192)

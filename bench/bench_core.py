@@ -24,7 +24,8 @@ from llmproxy.calls import check_call, response_message  # noqa: E402
 from llmproxy.syntaxes.memgpt import _call_json  # noqa: E402
 from llmproxy.tokens import estimate_tokens  # noqa: E402
 from llmproxy.types import FunctionDefinition, Message  # noqa: E402
-from llmproxy.wrappers import _pretty, cut_at_markers, load_wrapper, wrapper_specs  # noqa: E402
+from llmproxy.prompts import cut_at_markers, load_wrapper, wrapper_specs  # noqa: E402
+from llmproxy.prompts._wrappers import _pretty  # noqa: E402
 
 
 def memgpt_sized_request() -> tuple[list[Message], list[FunctionDefinition]]:

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import llama_cpp
 
-from llmproxy import grammar
 from llmproxy.backends._grammar_sampling import GrammarCheckedLlama
-from llmproxy.grammar import validate_grammar
+from llmproxy.gguf import bundled_model_path
+from llmproxy.grammar import _validation, validate_grammar
+from llmproxy.prompts import load_wrapper
 from llmproxy.syntaxes import memgpt
 from llmproxy.types import FunctionDefinition
-from llmproxy.wrappers import load_wrapper
 
 CHATML = load_wrapper("chatml").wrapper  # MemGPT's call syntax, inner thoughts in the params
 
@@ -100,7 +100,7 @@ def bench_build() -> None:
         for _ in range(100):
             call_grammar(functions)
         cached = (time.perf_counter() - start) / 100
-        grammar._validate.cache_clear()
+        _validation._validate.cache_clear()
         start = time.perf_counter()
         validate_grammar(text)
         check = time.perf_counter() - start
@@ -136,7 +136,7 @@ def mask_cost(llm: llama_cpp.Llama, text: str, after: str) -> float:
 
 
 def bench_generation(runs: int, tokens: int, threads: int) -> None:
-    path = str(grammar._smollm2_path())
+    path = str(bundled_model_path())
     stock = llama_cpp.Llama(path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
     checked = GrammarCheckedLlama(path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
     for label, functions, ask in (("MemGPT's 8 functions", MEMGPT, "Hi, I'm Ana. I love green tea."),

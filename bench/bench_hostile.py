@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE))
 from bench_server import percentile, wait_for_port  # noqa: E402
 
 from llmproxy.types import UserMessage  # noqa: E402
-from llmproxy.wrappers import load_wrapper  # noqa: E402
+from llmproxy.prompts import load_wrapper  # noqa: E402
 
 BACKTRACKING_ANSWER = "a" * 25 + "!"
 MIB = 1024 * 1024

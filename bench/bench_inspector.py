@@ -43,9 +43,9 @@ def free_port() -> int:
 
 
 def serve(port: int, capture: bool) -> None:
+    from llmproxy.prompts import load_wrapper
     from llmproxy.route import Route
     from llmproxy.server.app import create_app, run
-    from llmproxy.wrappers import load_wrapper
 
     logging.basicConfig(level="WARNING")
     route = Route(name="bench", backend=InstantBackend(False), wrapper=load_wrapper("chatml").wrapper,
@@ -87,11 +87,11 @@ def record_cost() -> None:
     """What keeping one request costs the request's own path, in process, with nothing else in the way."""
     import timeit
 
+    from llmproxy.prompts import load_wrapper
+    from llmproxy.route import Route
     from llmproxy.server.inspector import views
     from llmproxy.server.inspector.recent import Recent
     from llmproxy.server.request_log import RequestLog
-    from llmproxy.route import Route
-    from llmproxy.wrappers import load_wrapper
 
     route = Route(name="bench", backend=InstantBackend(False), wrapper=load_wrapper("chatml").wrapper)
     for listening in (False, True):

@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from llmproxy import grammar  # noqa: E402
+from llmproxy.gguf import bundled_model_path  # noqa: E402
 from llmproxy.proxy import parse_request, plan  # noqa: E402
 from llmproxy.route import build_route  # noqa: E402
 
@@ -52,7 +52,7 @@ def default_server() -> str | None:
 
 
 def start_server(binary: str, port: int, threads: int) -> subprocess.Popen:
-    process = subprocess.Popen([binary, "-m", str(grammar._smollm2_path()), "--port", str(port), "-c", "2048",
+    process = subprocess.Popen([binary, "-m", str(bundled_model_path()), "--port", str(port), "-c", "2048",
                                 "-t", str(threads), "-tb", str(threads), "-np", "1"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

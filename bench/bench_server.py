@@ -100,9 +100,9 @@ def memgpt_request() -> dict:
 
 
 def serve(port: int, tokenizer: bool) -> None:
+    from llmproxy.prompts import load_wrapper
     from llmproxy.route import Route
     from llmproxy.server.app import create_app, run
-    from llmproxy.wrappers import load_wrapper
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     route = Route(name="bench", backend=InstantBackend(tokenizer), wrapper=load_wrapper("chatml").wrapper,

@@ -33,9 +33,9 @@ from llmproxy.errors import (
 )
 from llmproxy.proxy import chat_completion, get_chat_completion
 from llmproxy.repair import Repaired, repair_json  # llmproxy.repair.repair() also reports the repairs
+from llmproxy.prompts import load_wrapper, wrapper_specs
 from llmproxy.route import Route, build_route
 from llmproxy.types import ChatCompletion, ChatCompletionChunk, ChatRequest
-from llmproxy.wrappers import load_wrapper, wrapper_specs
 
 __version__ = "0.1.0"
 

@@ -17,8 +17,8 @@ from typing import Any
 import jsonschema
 
 from llmproxy._bounded_cache import MIB, bounded_cache
-from llmproxy.patterns import linear_validator
 from llmproxy.errors import FunctionCallError
+from llmproxy.grammar.patterns import linear_validator
 from llmproxy.syntaxes.base import Call
 from llmproxy.types import (
     AnswerForm,

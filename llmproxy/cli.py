@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands import register as register_commands
 from llmproxy.errors import ConfigurationError
 

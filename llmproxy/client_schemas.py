@@ -4,7 +4,7 @@ Each is refused with a 400 naming its path when it is nested too deep (the gramm
 validator and the metaschema check all recurse), when it is not a well-formed schema (``minLength:
 "x"``, ``properties: [null]``: the 2020-12 metaschema decides, checked by jsonschema-rs: Python's
 jsonschema took 0.2 ms a property, a second for a 3,000-property tool), or when a ``pattern`` in it cannot be
-matched in linear time (llmproxy.patterns). A schema is also refused when it is larger than a
+matched in linear time (llmproxy.grammar.patterns). A schema is also refused when it is larger than a
 request's output constraint should be (MAX_PROPERTIES, MAX_VALUES): building, checking and sending
 its grammar costs about 0.3 ms a property, and a tool of 3,000 properties would not fit a local
 model's prompt anyway.
@@ -23,7 +23,7 @@ import jsonschema_rs
 
 from llmproxy._bounded_cache import MIB, bounded_cache
 from llmproxy.errors import InvalidRequestError
-from llmproxy.patterns import check_patterns
+from llmproxy.grammar.patterns import check_patterns
 from llmproxy.surrogates import refuse_lone_surrogates
 from llmproxy.types import FunctionDefinition
 

@@ -32,10 +32,10 @@ from llmproxy.types import FunctionMessage, ToolMessage, UserMessage, content_te
 
 if TYPE_CHECKING:
     from llmproxy.backends.base import Backend
+    from llmproxy.prompts import Wrapper
     from llmproxy.route import Route
     from llmproxy.syntaxes.base import AnswerShape, CallMode, Decide, GrammarChoice
     from llmproxy.types import ChatRequest
-    from llmproxy.wrappers import Wrapper
 
 DecideMode = Literal["free", "choose"]
 DECIDE_MODES: tuple[DecideMode, ...] = ("free", "choose")

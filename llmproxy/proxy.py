@@ -4,13 +4,14 @@
 ``finish`` turns the backend's raw text into the response. The library, the server and the CLI all
 go through these two functions. ``plan`` is ``draft`` (render: computation only) then ``plan_draft``
 with the prompt's token count, which may have to ask the backend; the server counts in between,
-off its event loop.
+off its event loop. An answer that cannot be used gets second chances by one rule, ``Attempts``, which
+the library's and the CLI's loop (``answer_with_retries``) and every server endpoint keep.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from typing import Any
@@ -22,10 +23,10 @@ from llmproxy.backends import backends_with
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, response_message, schema_problem
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
+from llmproxy.constraints import Constraint, format_schema
 from llmproxy.decide import ranked_choice, request_decide
 from llmproxy.loops import looping_unit
 from llmproxy.surrogates import refuse_lone_surrogates
-from llmproxy.constraints import Constraint, format_schema
 from llmproxy.errors import (
     ContextWindowExceededError,
     InvalidRequestError,
@@ -37,7 +38,7 @@ from llmproxy.errors import (
 from llmproxy.repair import repair_value
 from llmproxy.route import DEFAULT_RETRIES, Route, build_route
 from llmproxy.settings import deep_merge, to_generation_params
-from llmproxy.syntaxes._sections import split_reasoning
+from llmproxy.syntaxes import split_reasoning
 from llmproxy.syntaxes.base import Answer, AnswerShape, Call, CallMode
 from llmproxy.tokens import TokenCount, answer_tokens, count_tokens
 from llmproxy.types import (
@@ -54,7 +55,7 @@ from llmproxy.types import (
     Usage,
     UserMessage,
 )
-from llmproxy.wrappers import Rendered, cut_at_markers
+from llmproxy.prompts import Rendered, cut_at_markers
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,16 @@ def _call_mode(route: Route, functions: Sequence[FunctionDefinition], choice: To
     return "required" if choice.mode in ("required", "named") else spec.call
 
 
-def draft(request: ChatRequest, route: Route, *, first_message: bool = False) -> Draft:
-    """Render the request for ``route`` and decide its output constraint (no call to the backend)."""
+def draft(request: ChatRequest, route: Route, *, first_message: bool = False, schemas_checked: bool = False) -> Draft:
+    """Render the request for ``route`` and decide its output constraint (no call to the backend).
+    ``schemas_checked``: the caller has run ``check_schemas`` on the request, or on the one its second
+    chance grew from (a second chance adds a message, never a schema), so the schemas are not checked
+    again."""
     if request.logprobs or request.top_logprobs:
         _check_logprobs(request, route)
     functions = tuple(request.function_definitions())
-    check_schemas(request)
+    if not schemas_checked:
+        check_schemas(request)
     choice = request.choice()
     call = _call_mode(route, functions, choice)
     kind = constraints.call_constraint(route, call)
@@ -176,9 +181,10 @@ def streams_calls(plan: Plan) -> bool:
                 and any(HEARTBEAT_KEY in f.parameters.get("properties", {}) for f in plan.shape.definitions))
 
 
-def plan(request: ChatRequest, route: Route, *, first_message: bool = False) -> Plan:
-    """Render the request for ``route`` and work out the generation parameters."""
-    drafted = draft(request, route, first_message=first_message)
+def plan(request: ChatRequest, route: Route, *, first_message: bool = False, schemas_checked: bool = False) -> Plan:
+    """Render the request for ``route`` and work out the generation parameters (``schemas_checked``: as
+    for ``draft``)."""
+    drafted = draft(request, route, first_message=first_message, schemas_checked=schemas_checked)
     return plan_draft(drafted, count_tokens(drafted.rendered.prompt, route.backend))
 
 
@@ -325,19 +331,61 @@ def second_chance(request: ChatRequest, error: OutputParseError, attempt: int) -
     return request.model_copy(update={"messages": [*request.messages, note], "seed": seed})
 
 
+class Attempts:
+    """The tries one request gets on its route: the first, then ``route.retries`` second chances, each
+    told why the answer before could not be used. The one retry rule of every face: the library's and
+    the CLI's loop (``answer_with_retries``) and each server endpoint (llmproxy.server.endpoints, whose
+    requests llmproxy.server.responses runs on the event loop) keep one."""
+
+    def __init__(self, request: ChatRequest, retries: int) -> None:
+        self.request = request  # what the attempt now running asks
+        self.retries = retries
+        self.count = 1  # the attempt now running, from 1
+
+    def again(self, error: OutputParseError) -> bool:
+        """Whether the attempt now running, whose answer could not be used (``error``), gets another;
+        if so, ``request`` is now the second chance's."""
+        if self.count > self.retries:
+            return False
+        self.request = second_chance(self.request, error, self.count)
+        self.count += 1
+        return True
+
+    def finished(self, response: ChatCompletion) -> ChatCompletion:
+        """``response`` noting how many generations it took."""
+        return with_attempts(response, self.count)
+
+
+def answer_with_retries(
+    request: ChatRequest,
+    route: Route,
+    generate: Callable[[ChatRequest, int], tuple[Plan, Completion]],
+    rejected: Callable[[OutputParseError, bool], None] | None = None,
+) -> tuple[Plan, ChatCompletion]:
+    """The synchronous retry loop: ``generate(request, attempt)`` plans and runs one attempt (``attempt``
+    from 1); an answer that cannot be used gets ``route.retries`` more tries, ``rejected(error, again)``
+    told of each. The response, and the plan of the attempt that gave it."""
+    tries = Attempts(request, route.retries)
+    while True:
+        prepared, completion = generate(tries.request, tries.count)
+        try:
+            return prepared, tries.finished(finish(prepared, completion))
+        except OutputParseError as exc:
+            again = tries.again(exc)
+            if rejected is not None:
+                rejected(exc, again)
+            if not again:
+                raise
+
+
 def chat_completion(request: ChatRequest, route: Route, *, first_message: bool = False) -> ChatCompletion:
     """Run one request through ``route``; an answer that cannot be used gets ``route.retries`` more tries."""
-    attempt = 0
-    while True:
-        prepared = plan(request, route, first_message=first_message)
-        completion = route.backend.complete(prepared.rendered.prompt, prepared.params)
-        try:
-            return with_attempts(finish(prepared, completion), attempt + 1)
-        except OutputParseError as exc:
-            if attempt >= route.retries:
-                raise
-            attempt += 1
-            request = second_chance(request, exc, attempt)
+
+    def generate(asked: ChatRequest, attempt: int) -> tuple[Plan, Completion]:
+        prepared = plan(asked, route, first_message=first_message, schemas_checked=attempt > 1)
+        return prepared, route.backend.complete(prepared.rendered.prompt, prepared.params)
+
+    return answer_with_retries(request, route, generate)[1]
 
 
 def with_attempts(response: ChatCompletion, attempts: int) -> ChatCompletion:

@@ -16,10 +16,9 @@ from llmproxy.backends.base import Backend
 from llmproxy.backends.embedded import DEFAULT_MODEL_FILE
 from llmproxy.decide import DecideMode, check_decide, route_decide
 from llmproxy.errors import ConfigurationError, InvalidRequestError
-from llmproxy.model_template import AUTO, NAME_A_WRAPPER, backend_wrapper
+from llmproxy.prompts import AUTO, NAME_A_WRAPPER, Resolved, Wrapper, backend_wrapper, load_wrapper
 from llmproxy.settings import resolve_settings
 from llmproxy.syntaxes import create_syntax
-from llmproxy.wrappers import Resolved, Wrapper, load_wrapper
 
 # The default is the model's own template where the backend reports one, else ChatML with JSON calls;
 # both let the model answer in text or call (OpenAI's tool_choice "auto"), so every agent loop can end.

@@ -13,22 +13,21 @@ import random
 import llama_cpp
 import numpy as np
 
-from llmproxy import grammar
-from llmproxy.grammar import validate_grammar
+from llmproxy.grammar import _validation, validate_grammar
 
 
 
 def tokenize(text: str) -> list[int]:
     data = text.encode()
     buf = (llama_cpp.llama_token * (len(data) + 8))()
-    n = llama_cpp.llama_tokenize(grammar._vocab(), data, len(data), buf, len(buf), False, False)
+    n = llama_cpp.llama_tokenize(_validation._vocab(), data, len(data), buf, len(buf), False, False)
     assert n >= 0
     return list(buf[:n])
 
 
 def piece(token: int) -> bytes:
     buf = ctypes.create_string_buffer(64)
-    n = llama_cpp.llama_token_to_piece(grammar._vocab(), token, buf, 64, 0, False)
+    n = llama_cpp.llama_token_to_piece(_validation._vocab(), token, buf, 64, 0, False)
     return buf.raw[:n]
 
 
@@ -37,7 +36,7 @@ class Walker:
 
     def __init__(self, text: str) -> None:
         validate_grammar(text)
-        self.sampler = llama_cpp.llama_sampler_init_grammar(grammar._vocab(), text.encode(), b"root")
+        self.sampler = llama_cpp.llama_sampler_init_grammar(_validation._vocab(), text.encode(), b"root")
 
     def allowed(self, tokens: list[int]) -> list[int]:
         data = np.zeros(len(tokens), dtype=[("id", np.intc), ("logit", np.single), ("p", np.single)])
@@ -64,7 +63,7 @@ class Walker:
 
 
 def eos() -> int:
-    return llama_cpp.llama_vocab_eos(grammar._vocab())
+    return llama_cpp.llama_vocab_eos(_validation._vocab())
 
 
 def accepts(text_grammar: str, text: str) -> bool:

@@ -16,10 +16,10 @@ from server_helpers import answer_for, pieces
 from werkzeug import Request, Response
 
 from llmproxy.backends.llamacpp import LlamaCppBackend
+from llmproxy.prompts import load_wrapper
 from llmproxy.route import Route
 from llmproxy.server.pools.pool import Pool
 from llmproxy.server.pools.spec import MemberSpec, PoolSpec
-from llmproxy.wrappers import load_wrapper
 
 
 class SlotServer:

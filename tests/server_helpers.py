@@ -20,11 +20,11 @@ from werkzeug import Request, Response
 
 from llmproxy.backends.base import Backend, Capabilities, Completion, GenerationParams, StreamDelta
 from llmproxy.backends.llamacpp import LlamaCppBackend
+from llmproxy.prompts import load_wrapper
 from llmproxy.route import Route
 from llmproxy.server.app import create_app
 from llmproxy.server.config import ConnectionLimits
 from llmproxy.server.connections import uvicorn_options
-from llmproxy.wrappers import load_wrapper
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MEMGPT_FUNCTIONS: list[dict] = json.loads((FIXTURES / "memgpt_functions.json").read_text(encoding="utf-8"))

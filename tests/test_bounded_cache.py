@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from llmproxy._bounded_cache import bounded_cache
+from llmproxy.prompts import load_wrapper
+from llmproxy.prompts._wrappers import _pretty
 from llmproxy.types import UserMessage
-from llmproxy.wrappers import _pretty, load_wrapper
 
 
 def test_the_budget_holds_whatever_comes_through():

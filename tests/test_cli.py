@@ -11,9 +11,9 @@ from cli_helpers import FakeLlamaCpp, call_text, invoke, run
 
 from llmproxy.commands.examples import FUNCTIONS
 from llmproxy.evaluation import builtin_scenarios_path
+from llmproxy.prompts import load_wrapper, wrapper_specs
 from llmproxy.proxy import parse_request
 from llmproxy.types import FunctionDefinition
-from llmproxy.wrappers import load_wrapper, wrapper_specs
 
 COMMANDS = [["wrappers"], ["wrappers", "show"], ["render"], ["try"], ["chat"], ["eval"], ["probe"]]
 SEND = call_text("send_message", "The user named their cat.", message="Tom is a fine name!")

@@ -14,9 +14,9 @@ from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, cho
 from llmproxy.backends.base import Capabilities, Completion
 from llmproxy.decide import CALL_BIAS, MAX_RANKED_FUNCTIONS, request_decide, route_decide
 from llmproxy.errors import ConfigurationError, InvalidRequestError
+from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import chat_completion, parse_request, plan
 from llmproxy.route import Route, build_route
-from llmproxy.wrappers import load_wrapper
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

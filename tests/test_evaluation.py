@@ -33,8 +33,8 @@ def test_bad_scenario_file_names_the_line(tmp_path):
 
 def _score(answer: str, choice, expect=None):
     from llmproxy.evaluation import Scenario, run_scenario
+    from llmproxy.prompts import load_wrapper
     from llmproxy.route import Route
-    from llmproxy.wrappers import load_wrapper
 
     request = parse_request({"messages": [{"role": "user", "content": "hi"}], "tool_choice": choice,
                              "tools": [{"type": "function", "function": {"name": "reply", "parameters": {

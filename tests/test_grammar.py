@@ -12,8 +12,8 @@ import llama_cpp
 import pytest
 from grammar_walk import accepts, sample
 
-from llmproxy import grammar
 from llmproxy.errors import ConfigurationError, GrammarError
+from llmproxy.gguf import bundled_model_path
 from llmproxy.grammar import grammar_names, load_grammar, validate_grammar
 from llmproxy.syntaxes.memgpt import MemGPTSyntax
 from llmproxy.types import FunctionDefinition
@@ -97,7 +97,7 @@ def test_json_grammar():
 @pytest.fixture(scope="module")
 def smollm2():
     # One thread: with two on this two-core box, any other load stalls llama.cpp's spinning thread barrier.
-    return llama_cpp.Llama(str(grammar._smollm2_path()), n_ctx=2048, n_threads=1, verbose=False)
+    return llama_cpp.Llama(str(bundled_model_path()), n_ctx=2048, n_threads=1, verbose=False)
 
 
 def prompt(user: str, placement: str) -> str:

@@ -19,10 +19,9 @@ import jsonschema
 import pytest
 from grammar_walk import accepts, sample
 
-from llmproxy._gbnf_schema import RuleSet
 from llmproxy.errors import GrammarError
 from llmproxy.evaluation import load_scenarios
-from llmproxy.grammar import schema_grammar, validate_grammar
+from llmproxy.grammar import RuleSet, schema_grammar, validate_grammar
 from llmproxy.syntaxes import create_syntax
 from llmproxy.types import FunctionDefinition
 
@@ -410,7 +409,7 @@ def test_many_optional_properties_make_a_linear_grammar():
     seconds, text = build(3000)
     assert seconds < 1.0, seconds
     assert len(text.encode()) < 250 * 3000, len(text.encode())
-    validate_grammar(text)  # within llama.cpp's and llmproxy.grammar_limits' bounds (rule chains above all)
+    validate_grammar(text)  # within llama.cpp's and llmproxy.grammar.limits' bounds (rule chains above all)
     assert accepts(text, compact({"p7": 1, "p1500": 2, "p2999": 3})) and accepts(text, "{}")
     assert not accepts(text, compact({"p1500": 2, "p7": 1}))
     assert len(build(2000)[1]) < 2.2 * len(build(1000)[1])

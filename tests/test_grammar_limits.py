@@ -1,6 +1,6 @@
 """Grammars that come with a request are measured by our own code before llama.cpp's recursive, eager
 parser sees them: each hostile shape below crashed or stalled the process before the limits existed
-(llmproxy/grammar_limits.py says how), and each is now a GrammarError naming the limit."""
+(llmproxy/grammar/limits.py says how), and each is now a GrammarError naming the limit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from llmproxy.errors import GrammarError
 from llmproxy.grammar import validate_grammar
-from llmproxy.grammar_limits import GrammarLimits, check_grammar_limits
+from llmproxy.grammar.limits import GrammarLimits, check_grammar_limits
 
 CHAIN = "\n".join(["root ::= r0"] + [f'r{i} ::= r{i + 1} "x"' for i in range(5000)] + ['r5000 ::= "y"'])
 

@@ -17,10 +17,10 @@ from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 from pydantic import TypeAdapter
 from scripted_backend import ScriptedBackend
 
-from llmproxy.backends._gguf import gguf_chat_template
 from llmproxy.backends.base import ChatTemplate, Completion
 from llmproxy.errors import ConfigurationError, TemplateError
-from llmproxy.model_template import MAX_TEMPLATE_BYTES, ModelTemplateError, backend_wrapper, model_wrapper
+from llmproxy.gguf import gguf_chat_template
+from llmproxy.prompts import MAX_TEMPLATE_BYTES, ModelTemplateError, backend_wrapper, model_wrapper
 from llmproxy.proxy import chat_completion, finish, parse_request, plan
 from llmproxy.route import Route, _cached_backend, build_route, default_wrapper
 from llmproxy.types import FunctionCall, FunctionDefinition, Message

@@ -31,7 +31,7 @@ def test_wheel_ships_the_data_and_the_installed_package_finds_it(tmp_path):
     for path in (ROOT / "llmproxy/server/inspector/static").iterdir():  # the inspector page's files
         assert f"llmproxy/server/inspector/static/{path.name}" in names
     # The unpacked wheel comes first on the path, so this is the installed package, not the checkout.
-    probe = ("from llmproxy._data import data_dir; from llmproxy.wrappers import load_wrapper;"
+    probe = ("from llmproxy._data import data_dir; from llmproxy.prompts import load_wrapper;"
              "print(data_dir('wrappers')); print(load_wrapper('chatml-noforce-roles').wrapper.name)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                             env={"PYTHONPATH": str(tmp_path / "installed"), "PATH": ""}, cwd=tmp_path)

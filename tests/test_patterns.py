@@ -8,10 +8,10 @@ import pytest
 
 from llmproxy.calls import schema_problem
 from llmproxy.errors import InvalidRequestError
-from llmproxy.patterns import check_patterns
+from llmproxy.grammar.patterns import check_patterns
+from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import draft, parse_request
 from llmproxy.route import Route
-from llmproxy.wrappers import load_wrapper
 from scripted_backend import ScriptedBackend
 
 

@@ -15,9 +15,9 @@ from llmproxy.errors import (
     OutputParseError,
     UnsupportedRequestError,
 )
+from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import chat_completion, parse_request, plan, streams_calls
 from llmproxy.route import Route
-from llmproxy.wrappers import load_wrapper
 
 SEND = ' "send_message",\n  "params": {\n    "inner_thoughts": "Say hello.",\n    "message": "Hello!"\n  }\n}'
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-import llmproxy.repair as repair_module
 from llmproxy.errors import JSONRepairError, LLMProxyError
 from llmproxy.repair import MAX_DEPTH, Repaired, repair, repair_json, repair_value
+from llmproxy.repair import _repairer as repair_module
 from tests.hostile_json import HOSTILE
 
 

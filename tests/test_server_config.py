@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from llmproxy.backends._http import Timeouts
 from llmproxy.cli import app
 from llmproxy.errors import ConfigurationError, ModelNotFoundError
+from llmproxy.prompts import load_wrapper
 from llmproxy.server.config import ConnectionLimits, RouteLimits, load_config, serving, setup
-from llmproxy.wrappers import load_wrapper
 
 GOOD = """
 [server]

@@ -13,8 +13,8 @@ import openai
 import pytest
 from server_helpers import ScriptedBackend, route, running
 
+from llmproxy.prompts import load_wrapper
 from llmproxy.types import FunctionCall
-from llmproxy.wrappers import load_wrapper
 
 # One wrapper per call syntax (and the two reasoning families).
 WRAPPERS = ["hermes", "mistral", "llama3.1", "chatml-json", "mistral-v11", "qwen3-coder", "llama3.2", "qwen3",

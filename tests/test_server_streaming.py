@@ -7,14 +7,16 @@ import json
 import random
 
 import pytest
+from pydantic_core import PydanticSerializationError
 
 from llmproxy.errors import OutputParseError
-from llmproxy.server.chunks import ChatChunks
+from llmproxy.prompts import Rendered
+from llmproxy.server.chunks import ChatChunks, sse
 from llmproxy.syntaxes._scanners import TextScanner, ThoughtsScanner
+from llmproxy.syntaxes.base import AnswerShape
 from llmproxy.syntaxes.memgpt import MemGPTSyntax
 from llmproxy.syntaxes.tagged_json import HermesSyntax
 from llmproxy.types import ChatCompletion, Choice, FunctionCall, FunctionDefinition, ResponseMessage, ToolCall, Usage
-from llmproxy.wrappers import Rendered
 
 TRICKY = 'quote " slash \\ / tab\t nl\n é \u2028 \U0001f600 \ud800 end'
 
@@ -189,9 +191,9 @@ def test_chat_chunks_without_stream_calls_send_calls_once_checked():
 def test_a_plain_text_answer_of_a_reasoning_family_streams_its_reasoning_apart():
     """No tools: the answer is text, but a reasoning family (Qwen 3's <think>) still thinks first;
     the reasoning goes out as reasoning, never as content, as the final answer splits it."""
+    from llmproxy.prompts import load_wrapper
     from llmproxy.syntaxes.base import AnswerShape
     from llmproxy.types import UserMessage
-    from llmproxy.wrappers import load_wrapper
 
     wrapper = load_wrapper("qwen3").wrapper
     rendered = wrapper.render([UserMessage(role="user", content="Hi")], AnswerShape(None, "text"))
@@ -201,3 +203,35 @@ def test_a_plain_text_answer_of_a_reasoning_family_streams_its_reasoning_apart()
     reasoning = "".join(c.choices[0].delta.reasoning_content or "" for c in sent)
     content = "".join(c.choices[0].delta.content or "" for c in sent)
     assert (reasoning, content) == ("Let me greet.", "Hello!")
+
+
+TEXT_RENDERED = Rendered(prompt="...", shape=AnswerShape(None, "text"), stop=("<|im_end|>",))
+
+
+@pytest.mark.parametrize("model", ["m", 'm"\\u0000"', "模型"])
+def test_content_events_are_the_chunks_serialised(model):
+    """``feed_events`` writes plain content from a frame: the bytes must be the chunk's own JSON,
+    whatever the content holds (quotes, escapes, controls, any script) and the model is named."""
+    framed = ChatChunks(TEXT_RENDERED, model, include_usage=False)
+    built = ChatChunks(TEXT_RENDERED, model, include_usage=False)
+    built.id, built.created = framed.id, framed.created
+    pieces = ["Hi", ' "quoted" \\ back', "\x00\x01\x1f\x7f", "\u2028é😀", "\t\n x", "<|im", "possible", "\0",
+              " end<|im_end|>", " after"]
+    events = [event for piece in pieces for event in framed.feed_events(piece)]
+    assert events == [sse(chunk) for piece in pieces for chunk in built.feed(piece)]
+    assert framed.streamed == built.streamed
+
+
+def test_a_content_event_orjson_cannot_write_fails_as_the_chunk_does():
+    chunks = ChatChunks(TEXT_RENDERED, "m", include_usage=False)
+    with pytest.raises(PydanticSerializationError):
+        chunks.feed_events("a\ud800b")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_text_scanner_gives_the_same_text_however_the_answer_is_cut(seed):
+    markers = ["<|im_end|>", "</s>", "\n\nUser:"]
+    text = "  Hi <b> there </ and\n\nUse a <|im_start> line.\n\nUser: gone"
+    expected = "Hi <b> there </ and\n\nUse a <|im_start> line."
+    scanner = TextScanner(markers)
+    assert "".join(scanner.feed(piece).content for piece in every_split(text, 12, seed)) == expected

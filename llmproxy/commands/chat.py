@@ -15,12 +15,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands._console import err, out, step
 from llmproxy.commands._errors import message_for, reported
 from llmproxy.commands.examples import SEND_MESSAGE, SYSTEM_PROMPT, TOOLS, Memory
 from llmproxy.errors import OutputParseError
-from llmproxy.model_template import AUTO
+from llmproxy.prompts import AUTO
 from llmproxy.proxy import chat_completion, parse_request
 from llmproxy.route import Route
 

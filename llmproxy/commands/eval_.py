@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands._console import out, progress_bar
 from llmproxy.commands._errors import fail, reported
 from llmproxy.evaluation import (

@@ -11,7 +11,7 @@ import typer
 
 from llmproxy.backends import create_backend
 from llmproxy.backends.base import Backend, ChatTemplate, ProbeResult
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands._console import labelled, out, step
 from llmproxy.commands._errors import fail, reported
 

@@ -17,15 +17,15 @@ from rich.console import Console
 from rich.text import Text
 
 from llmproxy.backends import backend_class
-from llmproxy.backends._gguf import gguf_chat_template
 from llmproxy.backends.base import Backend, ChatTemplate, Completion, GenerationParams
 from llmproxy.backends.embedded import default_model_path
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands._console import labelled, out
 from llmproxy.commands._errors import reported
 from llmproxy.commands._request import Message, RequestFile, read_request
 from llmproxy.errors import ConfigurationError
-from llmproxy.model_template import AUTO, NAME_A_WRAPPER
+from llmproxy.gguf import gguf_chat_template
+from llmproxy.prompts import AUTO, NAME_A_WRAPPER
 from llmproxy.proxy import Plan, plan
 from llmproxy.route import DEFAULT_CONTEXT_WINDOW, Route, named_wrapper, route_wrapper
 

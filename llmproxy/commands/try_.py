@@ -13,13 +13,13 @@ import typer
 from rich.console import Console
 
 from llmproxy.backends.base import Completion
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands._console import labelled, out, step
 from llmproxy.commands._errors import reported
 from llmproxy.commands._request import Message, RequestFile, read_request
 from llmproxy.commands.render import describe_grammar, print_prompt
 from llmproxy.errors import OutputParseError
-from llmproxy.proxy import Plan, chat_completion, finish, plan, second_chance
+from llmproxy.proxy import Plan, answer_with_retries, chat_completion, plan
 from llmproxy.route import Route
 from llmproxy.tokens import count_tokens
 from llmproxy.types import ChatCompletion, ChatRequest
@@ -75,17 +75,15 @@ def try_request(
         console.print(f"backend {opt.backend_label(route)}, wrapper {route.wrapper.name}, "
                       f"grammar {route.grammar}, context {route.context_window} tokens", style="dim")
 
-        for attempt in range(route.retries + 1):
-            prepared, completion = _generate(console, request, route, show_prompt=show_prompt and attempt == 0)
-            try:
-                response = finish(prepared, completion)
-                break
-            except OutputParseError as exc:
-                if attempt == route.retries:
-                    labelled(console, "result", "no valid answer (the reason follows on stderr)")
-                    raise
-                labelled(console, "result", f"not usable: {exc.reason} Trying again, told so.")
-                request = second_chance(request, exc, attempt + 1)
+        def generate(asked: ChatRequest, attempt: int) -> tuple[Plan, Completion]:
+            return _generate(console, asked, route, show_prompt=show_prompt and attempt == 1,
+                             schemas_checked=attempt > 1)
+
+        def rejected(exc: OutputParseError, again: bool) -> None:
+            labelled(console, "result", f"not usable: {exc.reason} Trying again, told so." if again
+                     else "no valid answer (the reason follows on stderr)")
+
+        prepared, response = answer_with_retries(request, route, generate, rejected)
         syntax = prepared.shape.syntax
         thoughts = prepared.rendered.call != "text" and syntax is not None and syntax.content_is_thoughts
         _print_answer(console, response, thoughts=thoughts)
@@ -95,10 +93,11 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-def _generate(console: Console, request: ChatRequest, route: Route, *, show_prompt: bool) -> tuple[Plan, Completion]:
+def _generate(console: Console, request: ChatRequest, route: Route, *, show_prompt: bool,
+              schemas_checked: bool) -> tuple[Plan, Completion]:
     """Plan and run one generation, showing the prompt's size, the speed and the raw output."""
     started = time.perf_counter()
-    prepared = plan(request, route)
+    prepared = plan(request, route, schemas_checked=schemas_checked)
     count = prepared.prompt_tokens
     labelled(console, "prompt", f"{count.tokens} tokens{'' if count.exact else ' (estimate)'}, rendered in "
                                 f"{_ms(time.perf_counter() - started)}; grammar: {describe_grammar(prepared)}")

@@ -11,13 +11,12 @@ import jinja2.meta
 import typer
 
 from llmproxy._data import data_dir
-from llmproxy.commands import _options as opt
+from llmproxy.commands import options as opt
 from llmproxy.commands._console import labelled, out
 from llmproxy.commands._errors import reported
 from llmproxy.errors import ConfigurationError
-from llmproxy.model_template import AUTO
+from llmproxy.prompts import AUTO, WrapperSpec, load_wrapper, template_path, wrapper_specs
 from llmproxy.route import FALLBACK_WRAPPER
-from llmproxy.wrappers import WrapperSpec, load_wrapper, template_path, wrapper_specs
 
 app = typer.Typer(
     name="wrappers",

@@ -3,7 +3,7 @@
 A custom tool's call input is raw text that should match its grammar, ``{"type": "grammar",
 "syntax": "lark" | "regex", "definition": ...}``. llmproxy holds such a tool as a function with one
 string argument, ``input``, whose schema ``pattern`` is what custom_tool_pattern() returns, so the
-pattern machinery both constrains generation (llmproxy._gbnf_regex) and checks the answer (RE2).
+pattern machinery both constrains generation (llmproxy.grammar.translate_pattern) and checks the answer (RE2).
 
 A Lark grammar whose rules never refer to themselves is regular: its rules are inlined from ``start``
 down. Supported: rules and terminals (``?``/``!`` prefixes and priorities ignored), string literals
@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 import re2
 
-from llmproxy._gbnf_regex import MAX_NESTING, MAX_PATTERN_LENGTH, translate
 from llmproxy.errors import GrammarError
-from llmproxy.patterns import compiled
+from llmproxy.grammar import MAX_PATTERN_LENGTH, MAX_PATTERN_NESTING, translate_pattern
+from llmproxy.grammar.patterns import compiled
 
 # Lark's common.lark terminals, with the same languages (ESCAPED_STRING without its lookbehind).
 COMMON = r"""
@@ -97,7 +97,7 @@ def _usable(pattern: str) -> str | None:
     """``pattern`` where RE2 runs it and the string grammar takes it (its length limit included)."""
     try:
         compiled(pattern)
-        return pattern if translate(pattern, lambda body: "r") is not None else None
+        return pattern if translate_pattern(pattern, lambda body: "r") is not None else None
     except (re2.error, GrammarError, UnicodeError):
         return None
 
@@ -234,7 +234,7 @@ class _Inliner:
 
     def enter(self) -> None:
         self.depth += 1
-        if self.depth > MAX_NESTING:
+        if self.depth > MAX_PATTERN_NESTING:
             raise _NoPattern("nested too deep")
 
     def expansions(self, cursor: _Cursor) -> _Piece:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+import orjson
 from pydantic import BaseModel
 
 from llmproxy.errors import OutputParseError
 from llmproxy.server.envelope import envelope
 from llmproxy.server.text_completions import TextChoice, TextCompletion, TextPlan
-from llmproxy.syntaxes._sections import text_scanner
-from llmproxy.syntaxes.base import Scanner
+from llmproxy.syntaxes import text_scanner
+from llmproxy.syntaxes.base import Scanner, Streamed
 from llmproxy.types import (
     AnswerForm,
     ChatCompletion,
@@ -32,7 +33,7 @@ from llmproxy.types import (
     ToolCallDelta,
     new_id,
 )
-from llmproxy.wrappers import Rendered
+from llmproxy.prompts import Rendered
 
 DONE = b"data: [DONE]\n\n"
 
@@ -54,6 +55,7 @@ class Chunks(Protocol):
 
     def opening(self) -> list[BaseModel]: ...
     def feed(self, text: str) -> list[BaseModel]: ...
+    def feed_events(self, text: str) -> list[bytes]: ...  # ``feed``'s chunks as server-sent events
     def closing(self, response: Any) -> list[BaseModel]: ...
 
 
@@ -89,7 +91,7 @@ class OpenAIEvents:
         return [sse(chunk) for chunk in self.chunks.opening()]
 
     def feed(self, text: str) -> list[bytes]:
-        return [sse(chunk) for chunk in self.chunks.feed(text)]
+        return self.chunks.feed_events(text)
 
     def closing(self, response: Any) -> list[bytes]:
         return [sse(chunk) for chunk in self.chunks.closing(response)]
@@ -119,6 +121,7 @@ class ChatChunks:
         self.streamed = ""  # content sent so far
         self.reasoned = ""  # reasoning sent so far
         self.calls: list[list[str]] = []  # [name, arguments sent so far] of each call sent
+        self._content_frame: tuple[bytes, bytes] | None = None  # (head, tail) of a content chunk's event
 
     @property
     def sent_text(self) -> bool:
@@ -145,7 +148,36 @@ class ChatChunks:
         return [self._chunk(Delta(role="assistant", content=""))]
 
     def feed(self, text: str) -> list[ChatCompletionChunk]:
+        return self._chunks(self._scanner.feed(text))
+
+    def feed_events(self, text: str) -> list[bytes]:
+        """``feed``'s chunks as server-sent events. A piece of plain content, most of a stream, is written
+        into its event's frame without building the chunk: the same bytes at a tenth of the cost."""
         piece = self._scanner.feed(text)
+        if piece.content and not piece.reasoning and not piece.calls:
+            event = self._content_event(piece.content)
+            if event is not None:
+                self.streamed += piece.content
+                return [event]
+        return [sse(chunk) for chunk in self._chunks(piece)]
+
+    def _content_event(self, content: str) -> bytes | None:
+        """The event of a chunk with ``content``; None where orjson cannot write it (a lone surrogate:
+        then the chunk's own serialiser says what is wrong)."""
+        try:
+            text = orjson.dumps(content)
+        except TypeError:
+            return None
+        if self._content_frame is None:
+            # The chunk written with a stand-in: ``content`` is its last field a client could have chosen
+            # (the model name comes before it), so the stand-in's last occurrence is the one to replace.
+            mark = b'"\\u0000"'
+            head, _, tail = sse(self._chunk(Delta(content="\0"))).rpartition(mark)
+            self._content_frame = (head, tail)
+        head, tail = self._content_frame
+        return head + text + tail
+
+    def _chunks(self, piece: Streamed) -> list[ChatCompletionChunk]:
         chunks = []
         if piece.reasoning:
             self.reasoned += piece.reasoning
@@ -231,6 +263,9 @@ class TextChunks:
 
     def feed(self, text: str) -> list[TextCompletion]:
         return [self._chunk([TextChoice(text=text)])] if text else []
+
+    def feed_events(self, text: str) -> list[bytes]:
+        return [sse(chunk) for chunk in self.feed(text)]
 
     def closing(self, response: TextCompletion) -> list[TextCompletion]:
         chunks = [self._chunk([TextChoice(text="", finish_reason=response.choices[0].finish_reason)])]

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ValidationError
 
 from llmproxy.backends.base import Completion, GenerationParams
 from llmproxy.errors import InvalidRequestError, OutputParseError, invalid_request
-from llmproxy.proxy import (Draft, Plan, check_schemas, draft, finish, parse_request, plan_draft, second_chance,
-                            streams_calls, with_attempts)
+from llmproxy.proxy import (Attempts, Draft, Plan, check_schemas, draft, finish, parse_request, plan_draft,
+                            streams_calls)
 from llmproxy.route import Route
 from llmproxy.server.chunks import ChatChunks, Events, OpenAIEvents, TextChunks
 from llmproxy.server.envelope import envelope
@@ -117,14 +117,16 @@ class ChatGeneration(OpenAIFace):
 
     endpoint = "chat.completions"
 
-    def __init__(self, request: ChatRequest, route: Route, *, first_message: bool = False) -> None:
-        self.request = request
+    def __init__(self, request: ChatRequest, route: Route, *, first_message: bool = False,
+                 schema_values: int | None = None) -> None:
         self.asked = request  # as the client sent it, before any second chance's note
         self.route = route
         self.stream = request.stream
         self.first_message = first_message
-        self.heavy = check_schemas(request) > HEAVY_SCHEMA_VALUES
-        self.attempts = 1
+        # The request's one check of its schemas (``schema_values``: its result, for a fallback's generation).
+        self.schema_values = check_schemas(request) if schema_values is None else schema_values
+        self.heavy = self.schema_values > HEAVY_SCHEMA_VALUES
+        self.tries = Attempts(request, route.retries)
         self._draft: Draft | None = None
         self._plan: Plan | None = None
 
@@ -137,7 +139,7 @@ class ChatGeneration(OpenAIFace):
         return cls(request, served.models.route(request.model), first_message=first_message)
 
     def draft(self) -> str:
-        self._draft = draft(self.request, self.route, first_message=self.first_message)
+        self._draft = draft(self.request, self.route, first_message=self.first_message, schemas_checked=True)
         return self._draft.rendered.prompt
 
     def plan(self, prompt_tokens: TokenCount) -> Planned:
@@ -164,18 +166,19 @@ class ChatGeneration(OpenAIFace):
 
     def finish(self, completion: Completion, completion_count: TokenCount) -> BaseModel:
         assert self._plan is not None, "finish follows plan"
-        return with_attempts(finish(self._plan, completion, completion_count), self.attempts)
+        return self.tries.finished(finish(self._plan, completion, completion_count))
+
+    @property
+    def request(self) -> ChatRequest:
+        """What the attempt now running asks: the client's request, or a second chance's."""
+        return self.tries.request
 
     def retry(self, error: OutputParseError) -> bool:
-        """An answer that cannot be used gets the route's second chances (llmproxy.proxy.second_chance)."""
-        if self.attempts > self.route.retries:
-            return False
-        self.request = second_chance(self.request, error, self.attempts)
-        self.attempts += 1
-        return True
+        """An answer that cannot be used gets the route's second chances (llmproxy.proxy.Attempts)."""
+        return self.tries.again(error)
 
     def on_route(self, route: Route) -> ChatGeneration:
-        return ChatGeneration(self.asked, route, first_message=self.first_message)
+        return ChatGeneration(self.asked, route, first_message=self.first_message, schema_values=self.schema_values)
 
 
 class TextGeneration(OpenAIFace):

@@ -135,8 +135,9 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                         delta = await lane.next(deltas)
                     while delta is not None:
                         collector.add(delta)
-                        for event in events.feed(delta.text):
-                            yield event
+                        sent = events.feed(delta.text)
+                        if sent:
+                            yield b"".join(sent)  # one write to the client for all of a delta's events
                         delta = await lane.next(deltas)
                     response = await lane.finish(generation, collector.completion(), log)
                     break

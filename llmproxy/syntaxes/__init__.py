@@ -1,6 +1,8 @@
 """Call-syntax registry: the name a wrapper's ``[answer] syntax`` gives -> the class that implements it.
 
 A new syntax is one module here implementing ``llmproxy.syntaxes.base.CallSyntax``, plus its line below.
+Also exported for the pipeline: ``split_reasoning`` (a plain answer's reasoning block apart from its
+content) and ``text_scanner`` (the same, streamed), from the syntaxes' shared ``_sections``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ import importlib
 from typing import Any
 
 from llmproxy.errors import ConfigurationError
+from llmproxy.syntaxes._sections import split_reasoning, text_scanner
 from llmproxy.syntaxes.base import CallSyntax
+
+__all__ = ["SYNTAX_NAMES", "create_syntax", "split_reasoning", "text_scanner"]
 
 # name -> (module, class)
 _REGISTRY: dict[str, tuple[str, str]] = {

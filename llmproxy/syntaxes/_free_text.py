@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from llmproxy._gbnf_schema import RuleSet, gbnf_literal
+from llmproxy.grammar import RuleSet, gbnf_literal
 
 
 def text_without(rules: RuleSet, words: Sequence[str], hint: str = "text") -> str:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from llmproxy._gbnf_schema import RuleSet, json_literal, key_value
 from llmproxy.errors import GrammarError, OutputParseError
+from llmproxy.grammar import RuleSet, json_literal, key_value
 from llmproxy.syntaxes.base import AnswerShape, Call
 from llmproxy.types import FunctionDefinition
 

@@ -67,6 +67,8 @@ class TextScanner:
 
     def __init__(self, markers: Sequence[str]) -> None:
         self._markers = tuple(m for m in markers if m)
+        # What text holding a marker, or the start of one, has: most pieces have none.
+        self._opening = re.compile("|".join(sorted({re.escape(m[0]) for m in self._markers})) or "(?!)")
         self._pending = ""
         self._started = False
         self._done = False
@@ -81,6 +83,10 @@ class TextScanner:
         if not self._started:
             pending = pending.lstrip()
             self._started = bool(pending)
+        if self._opening.search(pending) is None:
+            ready = pending.rstrip()
+            self._pending = pending[len(ready):]
+            return ready
         cut = min((i for i in (pending.find(m) for m in self._markers) if i != -1), default=-1)
         if cut != -1:
             self._done, self._pending = True, ""

@@ -23,8 +23,8 @@ import re
 from collections.abc import Sequence
 
 from llmproxy._bounded_cache import MIB, bounded_cache
-from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import OutputParseError
+from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.syntaxes._free_text import text_without, text_without_opening
 from llmproxy.syntaxes._json_calls import checked_size, definitions_key, load_definitions
 from llmproxy.syntaxes._scanners import CallScanner, TextScanner

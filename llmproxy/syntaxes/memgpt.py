@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from llmproxy._bounded_cache import MIB, bounded_cache
-from llmproxy._gbnf_schema import RuleSet, json_literal, key_value
 from llmproxy.errors import ConfigurationError, GrammarError, JSONRepairError, OutputParseError
+from llmproxy.grammar import RuleSet, json_literal, key_value
 from llmproxy.repair import repair
 from llmproxy.syntaxes._json_calls import definitions_key
 from llmproxy.syntaxes._scanners import ThoughtsScanner

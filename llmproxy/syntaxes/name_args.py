@@ -13,8 +13,8 @@ import json
 import re
 from collections.abc import Sequence
 
-from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import JSONRepairError, OutputParseError
+from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.repair import repair_value
 from llmproxy.syntaxes._json_calls import call_from_value
 from llmproxy.syntaxes._sections import SectionSyntax

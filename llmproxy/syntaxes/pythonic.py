@@ -22,9 +22,8 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from llmproxy._gbnf_members import members
-from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import OutputParseError
+from llmproxy.grammar import RuleSet, gbnf_literal, members
 from llmproxy.syntaxes._sections import SectionSyntax
 from llmproxy.syntaxes.base import AnswerShape, Call
 from llmproxy.types import FunctionCall, FunctionDefinition

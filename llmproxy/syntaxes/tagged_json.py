@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import JSONRepairError, OutputParseError
+from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.repair import repair_all, repair_value
 from llmproxy.syntaxes._json_calls import call_from_value, call_json, call_object_head, call_object_rule
 from llmproxy.syntaxes._sections import SectionSyntax

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from llmproxy._gbnf_schema import RuleSet, gbnf_literal
 from llmproxy.errors import JSONRepairError, OutputParseError
+from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.repair import repair_value
 from llmproxy.syntaxes._free_text import text_without
 from llmproxy.syntaxes._sections import SectionScanner, SectionSyntax

@@ -8,8 +8,7 @@ import httpx
 import pytest
 from werkzeug import Response
 
-from llmproxy.backends.base import Completion, GenerationParams
-from llmproxy.backends.base import ChatTemplate
+from llmproxy.backends.base import ChatTemplate, Completion, GenerationParams
 from llmproxy.backends.llamacpp import (
     LlamaCppBackend,
     completion_request,
@@ -284,10 +283,10 @@ def test_props_of_early_2025_have_a_template_but_no_bos_eos():
 
 def _planned_body(tool_choice: str) -> dict:
     """The /completion body for a chat request with one tool, through the hermes wrapper."""
+    from llmproxy.prompts import load_wrapper
     from llmproxy.proxy import draft, parse_request, plan_draft
     from llmproxy.route import Route
     from llmproxy.tokens import TokenCount
-    from llmproxy.wrappers import load_wrapper
 
     route = Route(name="t", backend=LlamaCppBackend("http://127.0.0.1:9"), wrapper=load_wrapper("hermes").wrapper,
                   context_window=4096)

@@ -13,11 +13,11 @@ import openai
 
 from llmproxy.backends.base import Completion
 from llmproxy.faces.responses import ResponsesEvents, ResponsesRequest, read_request, response_object
+from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import finish, plan, streams_calls
 from llmproxy.route import Route
 from llmproxy.server.chunks import ChatChunks
 from llmproxy.types import ChatCompletion
-from llmproxy.wrappers import load_wrapper
 from scripted_backend import ScriptedBackend
 
 EXEC = {"type": "function", "name": "exec_command", "description": "Run a shell command.", "strict": True,

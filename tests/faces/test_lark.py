@@ -12,10 +12,9 @@ from grammar_walk import accepts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmproxy._gbnf_regex import MAX_PATTERN_LENGTH, translate
 from llmproxy.faces.lark import custom_tool_pattern
-from llmproxy.grammar import schema_grammar, validate_grammar
-from llmproxy.patterns import compiled
+from llmproxy.grammar import MAX_PATTERN_LENGTH, schema_grammar, translate_pattern, validate_grammar
+from llmproxy.grammar.patterns import compiled
 
 # Codex's apply_patch tool, exactly as Codex sends it.
 APPLY_PATCH = (Path(__file__).parent.parent / "fixtures" / "apply_patch.lark").read_text(encoding="utf-8")
@@ -71,7 +70,7 @@ def test_apply_patch_has_a_pattern_both_engines_and_the_string_grammar_take():
     assert len(PATCH) <= MAX_PATTERN_LENGTH
     re.compile(PATCH)
     compiled(PATCH)
-    assert translate(PATCH, lambda body: "r") is not None
+    assert translate_pattern(PATCH, lambda body: "r") is not None
 
 
 @pytest.mark.parametrize("name", VALID_PATCHES)

@@ -15,10 +15,10 @@ from llmproxy import proxy
 from llmproxy.backends.base import Completion
 from llmproxy.errors import BackendConnectionError, OutputParseError
 from llmproxy.faces.messages import MessagesEvents, message_object, read_request
+from llmproxy.prompts import load_wrapper
 from llmproxy.route import Route
 from llmproxy.server.chunks import ChatChunks
 from llmproxy.types import ChatCompletionChunk, ChunkChoice, Delta, FunctionCallDelta, ToolCallDelta
-from llmproxy.wrappers import load_wrapper
 
 WEATHER = {"name": "get_weather", "description": "Weather now.",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}

@@ -8,8 +8,7 @@ import random
 import pytest
 from grammar_walk import accepts, sample
 
-from llmproxy._gbnf_schema import RuleSet
-from llmproxy.grammar import validate_grammar
+from llmproxy.grammar import RuleSet, validate_grammar
 from llmproxy.syntaxes._free_text import text_without
 from llmproxy.syntaxes._sections import SectionScanner, split_reasoning
 from llmproxy.syntaxes.base import Reasoning

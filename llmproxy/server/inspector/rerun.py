@@ -19,7 +19,7 @@ import anyio
 from starlette.requests import Request
 
 from llmproxy.errors import InvalidRequestError
-from llmproxy.model_template import AUTO
+from llmproxy.prompts import AUTO
 from llmproxy.route import Route, named_wrapper, route_wrapper
 from llmproxy.server.config import check_grammar
 from llmproxy.server.disconnects import Cancelled

@@ -23,12 +23,12 @@ from fastapi.responses import Response
 
 from llmproxy.errors import NotFoundError
 from llmproxy.grammar import grammar_names
+from llmproxy.prompts import wrapper_specs
 from llmproxy.server.inspector import access, views
 from llmproxy.server.inspector.recent import Entry, Recent
 from llmproxy.server.inspector.rerun import read_changes, rerun
 from llmproxy.server.responses import EventStream
 from llmproxy.syntaxes import SYNTAX_NAMES
-from llmproxy.wrappers import wrapper_specs
 
 STATIC = Path(__file__).parent / "static"
 FILES = {"inspect.js": "text/javascript; charset=utf-8", "inspect.css": "text/css; charset=utf-8"}

@@ -9,19 +9,16 @@ a superset for the validation after generation to narrow.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llmproxy.errors import GrammarError
+from llmproxy.grammar._rules import Rules
 
-if TYPE_CHECKING:
-    from llmproxy._gbnf_schema import RuleSet
 
 MAX_BOUNDED_ITEMS = 64
 _COMMA = 'ws "," ws'
 
 
 def list_body(
-    rules: RuleSet, hint: str, prefix: list[str], rest: str | None, low: int, high: int | None
+    rules: Rules, hint: str, prefix: list[str], rest: str | None, low: int, high: int | None
 ) -> str:
     """GBNF for what goes between the brackets: element i follows ``prefix[i]``, later ones ``rest``
     (None: no later ones), between ``low`` and ``high`` elements (high None: no bound); "" for none.

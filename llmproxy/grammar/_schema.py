@@ -5,16 +5,16 @@ What a schema becomes (each keyword family in a module of its own):
 * ``boolean``, ``null``, ``enum`` and ``const`` of any JSON value (objects and arrays too, written as
   compact JSON), type lists such as ``["string", "null"]``;
 * integers: ``minimum``/``maximum``/``exclusiveMinimum``/``exclusiveMaximum`` as exact digit ranges,
-  no leading zeros (llmproxy._gbnf_ranges); numbers: exact for whole bounds, the integer part only
+  no leading zeros (llmproxy.grammar._ranges); numbers: exact for whole bounds, the integer part only
   for fractional ones; bounded numbers are plain decimals (no exponent);
-* strings (llmproxy._gbnf_strings): ``format`` date, time, date-time, uuid, email, ipv4
-  (llmproxy._gbnf_formats); ``pattern`` (llmproxy._gbnf_regex: the regular subset; what has no grammar
+* strings (llmproxy.grammar._strings): ``format`` date, time, date-time, uuid, email, ipv4
+  (llmproxy.grammar._formats); ``pattern`` (llmproxy.grammar._regex: the regular subset; what has no grammar
   leaves the string free, a malformed pattern is an error); ``minLength``/``maxLength``. One of them
   shapes a string, in that order;
-* arrays (llmproxy._gbnf_lists): ``items``, ``prefixItems`` (and the older tuple ``items``) with
+* arrays (llmproxy.grammar._lists): ``items``, ``prefixItems`` (and the older tuple ``items``) with
   ``items``/``additionalItems`` for the rest or ``false`` for none, ``minItems``/``maxItems``;
 * objects: declared properties in schema order, ``required`` ones always present, the others omissible,
-  ``minProperties``/``maxProperties`` counted over them (llmproxy._gbnf_members; the grammar grows
+  ``minProperties``/``maxProperties`` counted over them (llmproxy.grammar._members; the grammar grows
   linearly with the properties). Only declared keys are admitted even when ``additionalProperties`` is
   not false: a model invents keys otherwise, and the schema's own keys are what the caller expects. So
   ``"properties": {}`` means ``{}``; only an object schema without ``properties`` admits free members
@@ -38,14 +38,14 @@ import json
 import re
 from typing import Any
 
-from llmproxy._gbnf_charsets import gbnf_literal
-from llmproxy._gbnf_lists import MAX_BOUNDED_ITEMS, list_body
-from llmproxy._gbnf_members import members
-from llmproxy._gbnf_ranges import integer_expr, number_expr
-from llmproxy._gbnf_strings import string_expr
 from llmproxy.errors import GrammarError
+from llmproxy.grammar._charsets import gbnf_literal
+from llmproxy.grammar._lists import MAX_BOUNDED_ITEMS, list_body
+from llmproxy.grammar._members import members
+from llmproxy.grammar._ranges import integer_expr, number_expr
+from llmproxy.grammar._strings import string_expr
 
-__all__ = ["MAX_BOUNDED_ITEMS", "PRIMITIVES", "RuleSet", "gbnf_literal", "json_literal", "key_value"]
+__all__ = ["MAX_BOUNDED_ITEMS", "PRIMITIVES", "RuleSet", "gbnf_literal", "json_literal", "key_value", "schema_grammar"]
 
 MAX_DEPTH = 16
 MAX_NODES = 10_000
@@ -301,3 +301,11 @@ def _merge_all_of(schema: dict, hint: str, root: dict) -> dict:
         if required:
             merged["required"] = required
     return merged
+
+
+def schema_grammar(schema: dict[str, Any]) -> str:
+    """GBNF for JSON values valid under ``schema`` (a superset where GBNF cannot express a keyword);
+    used for ``response_format`` json_schema. Call grammars come from the call syntaxes
+    (llmproxy/syntaxes/), built on the same rules."""
+    rules = RuleSet()
+    return rules.render("ws " + rules.value(schema, "answer", 1, schema))

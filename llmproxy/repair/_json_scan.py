@@ -1,11 +1,11 @@
-"""The repairing JSON parser behind :mod:`llmproxy.repair`.
+"""The repairing JSON parser behind :mod:`llmproxy.repair._repairer`.
 
 One pass over the text with an explicit stack (no recursion, nesting capped at ``MAX_DEPTH``), from
 the ``{`` or ``[`` that opens an object or array to the bracket that closes it. Intact pieces go to
 C: strings without backslashes are sliced, numbers and literals go through the json module's scanner,
 and runs of simple ``"key": scalar,`` members or ``scalar,`` items are decoded in one ``json`` call. Every regex here is either a single character-class run or a loop whose steps
 cannot overlap, so scanning stays linear. Repairs are appended to the ``rep`` list by name (see
-:mod:`llmproxy.repair` for the list).
+:mod:`llmproxy.repair._repairer` for the list).
 """
 
 from __future__ import annotations

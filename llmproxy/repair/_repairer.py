@@ -17,7 +17,7 @@ mean inventing a value.
 
 Valid JSON goes straight through the C decoder (``strict=False``, so raw newlines inside strings are
 accepted, as in MemGPT); a valid value with text around it costs one more C call per value. Anything
-else goes to the single-pass, explicit-stack parser in :mod:`llmproxy._json_scan`: linear in the
+else goes to the single-pass, explicit-stack parser in :mod:`llmproxy.repair._json_scan`: linear in the
 input, no recursion, nesting capped at ``MAX_DEPTH`` (an error beyond it). At most three ``{`` (or
 array starts) are tried as the start when the first ones hold only prose.
 
@@ -89,7 +89,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llmproxy._json_scan import DECODER, MAX_DEPTH, MORE_MEMBERS, TURN, NothingFound, parse_container, read_string
+from llmproxy.repair._json_scan import DECODER, MAX_DEPTH, MORE_MEMBERS, TURN, NothingFound, parse_container, read_string
 from llmproxy.errors import JSONRepairError
 
 __all__ = ["MAX_DEPTH", "MAX_VALUES", "Repaired", "RepairedMany", "repair", "repair_all", "repair_json", "repair_value"]

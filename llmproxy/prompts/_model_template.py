@@ -30,8 +30,11 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from llmproxy.backends.base import Backend, ChatTemplate
 from llmproxy.errors import ConfigurationError, TemplateError
+from llmproxy.prompts._template_roles import fit_roles, probe_roles
+
+# The wrappers' own environment gives the tool listing the chatml-json wrapper uses (``_tools.jinja``).
+from llmproxy.prompts._wrappers import Rendered, Wrapper, WrapperSpec, environment, neutralise, neutralise_json
 from llmproxy.syntaxes import SYNTAX_NAMES, create_syntax
-from llmproxy.template_roles import fit_roles, probe_roles
 from llmproxy.syntaxes.base import AnswerShape, Reasoning
 from llmproxy.types import (
     AssistantMessage,
@@ -42,8 +45,6 @@ from llmproxy.types import (
     ToolMessage,
     content_text,
 )
-# The wrappers' own environment gives the tool listing the chatml-json wrapper uses (``_tools.jinja``).
-from llmproxy.wrappers import Rendered, Wrapper, WrapperSpec, _environment, neutralise, neutralise_json
 
 AUTO = "auto"
 MAX_TEMPLATE_BYTES = 256 * 1024  # real templates are a few KB; a huge one is a mistake or an attack
@@ -253,7 +254,7 @@ class ModelTemplateWrapper(Wrapper):
     def _instructions(self, tools: list[dict[str, Any]], shape: AnswerShape) -> str:
         """The tool list and call instructions of the wrapper's syntax, worded as the written wrappers
         word them (wrappers/_tools.jinja)."""
-        macro = getattr(_environment().get_template("_tools.jinja").module, self.spec.syntax.instructions)
+        macro = getattr(environment().get_template("_tools.jinja").module, self.spec.syntax.instructions)
         given = {"tools": tools, "call": shape.call, **self.spec.syntax.template_context()}
         return str(macro(**{name: given[name] for name in macro.arguments if name in given})).strip()
 

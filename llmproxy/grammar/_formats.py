@@ -13,7 +13,7 @@ Other formats are not expressed: the string stays free and the validation checks
 
 from __future__ import annotations
 
-from llmproxy._gbnf_ranges import natural_range
+from llmproxy.grammar._ranges import natural_range
 
 _DATE = '[0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] )'
 _TIME = (

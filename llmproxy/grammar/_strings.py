@@ -1,7 +1,7 @@
 """String schemas as GBNF: ``format``, ``pattern``, ``minLength``/``maxLength``.
 
 A grammar cannot intersect two of them, so the most specific one present shapes the string: a known
-``format`` (llmproxy._gbnf_formats), else a ``pattern`` that has a grammar (llmproxy._gbnf_regex), else
+``format`` (llmproxy.grammar._formats), else a ``pattern`` that has a grammar (llmproxy.grammar._regex), else
 the lengths; the validation after generation checks the others. A malformed pattern is an error even
 where a format wins.
 
@@ -13,20 +13,17 @@ lowered to the cap. The grammar then admits a superset and the validation checks
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from llmproxy._gbnf_formats import FORMATS
-from llmproxy._gbnf_regex import translate
 from llmproxy.errors import GrammarError
+from llmproxy.grammar._formats import FORMATS
+from llmproxy.grammar._regex import translate
+from llmproxy.grammar._rules import Rules
 
-if TYPE_CHECKING:
-    from llmproxy._gbnf_schema import RuleSet
 
 MAX_BOUNDED_LENGTH = 1000
 _QUOTE = '"\\""'
 
 
-def string_expr(rules: RuleSet, schema: dict, hint: str) -> str:
+def string_expr(rules: Rules, schema: dict, hint: str) -> str:
     """A rule (or the ``string`` primitive) for the JSON strings ``schema`` admits."""
     form = schema.get("format")
     if isinstance(form, str) and form in FORMATS:

@@ -20,8 +20,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmproxy._gbnf_charsets import Ranges, charset_expr, complement, gbnf_literal, json_text, normalize
 from llmproxy.errors import GrammarError
+from llmproxy.grammar._charsets import Ranges, charset_expr, complement, gbnf_literal, json_text, normalize
 
 MAX_PATTERN_LENGTH = 1000  # longer patterns are left to the validation
 MAX_NESTING = 32

@@ -155,7 +155,9 @@ class _Environment(ImmutableSandboxedEnvironment):
 
 
 @cache
-def _environment() -> ImmutableSandboxedEnvironment:
+def environment() -> ImmutableSandboxedEnvironment:
+    """The sandboxed Jinja environment wrapper templates render in (the wrappers/ folders on the search
+    path); the prompts package's model templates take its ``_tools.jinja`` listing from it."""
     env = _Environment(
         loader=jinja2.FileSystemLoader([str(path) for path in search_dirs("wrappers")]),
         undefined=jinja2.StrictUndefined,
@@ -194,7 +196,7 @@ def _catalogue() -> dict[str, tuple[WrapperSpec, dict[str, Any]]]:
 
 def clear_caches() -> None:
     """Forget loaded wrappers, so the search path is read again (after installing a user wrapper)."""
-    for cached in (_catalogue, _environment, _wrapper_for):
+    for cached in (_catalogue, environment, _wrapper_for):
         cached.cache_clear()
 
 
@@ -215,7 +217,7 @@ def wrapper_specs() -> list[WrapperSpec]:
 def _wrapper_for(name: str) -> Wrapper:
     spec = _catalogue()[name][0]
     try:
-        template = _environment().get_template(f"{spec.template}.jinja")
+        template = environment().get_template(f"{spec.template}.jinja")
     except jinja2.TemplateNotFound as exc:
         raise ConfigurationError(f"wrapper {spec.name!r}: template {exc.name!r} not found") from exc
     except jinja2.TemplateSyntaxError as exc:

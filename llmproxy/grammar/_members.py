@@ -5,7 +5,7 @@ The difficulty is the comma: it goes before every member but the first one writt
 next depends on what was written before. Spelling out every choice of first member with its own tail
 is quadratic in the number of properties; a rule per property that either writes it or skips to the
 next one is linear, but chains the rules (each starts with the next), and the grammar checks refuse
-chains longer than a few hundred (llmproxy.grammar_limits) since llama.cpp follows them recursively.
+chains longer than a few hundred (llmproxy.grammar.limits) since llama.cpp follows them recursively.
 
 So a run of optional properties is a tree of fan-out FAN_OUT (``_OptionalRun``): for each property, a
 ``-then`` rule says what may follow it inside the run (nothing, or a comma and any later property), and
@@ -21,12 +21,9 @@ the grammar admits a superset and the validation after generation checks the cou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llmproxy.errors import GrammarError
+from llmproxy.grammar._rules import Rules
 
-if TYPE_CHECKING:
-    from llmproxy._gbnf_schema import RuleSet
 
 FAN_OUT = 16
 MAX_COUNTED_STEPS = 64
@@ -37,7 +34,7 @@ Step = tuple[list[str], bool]  # key-value expressions, and whether they are a r
 
 
 def members(
-    rules: RuleSet,
+    rules: Rules,
     hint: str,
     items: list[tuple[str, bool]],
     *,
@@ -83,7 +80,7 @@ def _steps(items: list[tuple[str, bool]]) -> list[Step]:
 
 
 class _Plain:
-    def __init__(self, rules: RuleSet, hint: str, steps: list[Step]) -> None:
+    def __init__(self, rules: Rules, hint: str, steps: list[Step]) -> None:
         self.rules, self.hint, self.steps = rules, hint, steps
 
     def build(self, after_first: bool) -> str:
@@ -117,7 +114,7 @@ class _Plain:
 class _OptionalRun:
     """A non-empty ordered choice from a run of optional members, commas between, as a tree."""
 
-    def __init__(self, rules: RuleSet, hint: str) -> None:
+    def __init__(self, rules: Rules, hint: str) -> None:
         self.rules, self.hint = rules, hint
 
     def any(self, kvs: list[str]) -> str:
@@ -150,7 +147,7 @@ class _OptionalRun:
 class _CountedChain:
     """States ``(step, counted, started)``, a rule each, built from the last step back; for small objects."""
 
-    def __init__(self, rules: RuleSet, hint: str, steps: list[Step], low: int, high: int | None, cap: int) -> None:
+    def __init__(self, rules: Rules, hint: str, steps: list[Step], low: int, high: int | None, cap: int) -> None:
         self.rules, self.hint, self.steps = rules, hint, steps
         self.low, self.high, self.cap = low, high, cap
         self.optional_after = [0] * (len(steps) + 1)  # optional steps from each step on
