@@ -12,10 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-import orjson
-
 from llmproxy.errors import ContextWindowExceededError, InvalidRequestError, NotFoundError
-from llmproxy.faces.responses import ResponsesEvents, StoredResponse, read_request, response_object, stored_turn
+from llmproxy.faces.responses import ResponsesEvents, StoredResponse, read_request, response_object, stored_record
 from llmproxy.faces.wire import json_bytes
 from llmproxy.route import Route
 from llmproxy.server.endpoints import Served, TranslatedGeneration, openai_error_body
@@ -60,7 +58,7 @@ class ResponsesGeneration(TranslatedGeneration):
         self.id = new_id("resp", "_")
         self.created_at = int(time.time())
         self._events: ResponsesEvents | None = None
-        self._final: dict[str, Any] | None = None
+        self._final_json: bytes | None = None  # the whole response object sent, as JSON
 
     @classmethod
     def read(cls, fields: dict[str, Any], served: Served) -> ResponsesGeneration:
@@ -75,14 +73,15 @@ class ResponsesGeneration(TranslatedGeneration):
         return self._events
 
     def body(self, result: ChatCompletion) -> bytes:
-        self._final = response_object(self.face, result, response_id=self.id, created_at=self.created_at)
-        return json_bytes(self._final)
+        self._final_json = json_bytes(response_object(self.face, result, response_id=self.id,
+                                                      created_at=self.created_at))
+        return self._final_json
 
     def sent(self) -> None:
-        final = self._final if self._final is not None else self._events.final if self._events else None
+        final = self._final_json if self._final_json is not None else self._events.final_json if self._events else None
         if final is None or not self.face.store or not self.store.max_bytes:  # no store asked for, or none kept
             return
-        record = json_bytes(stored_turn(self.face, final).as_json())  # bytes: its size is what it holds
+        record = stored_record(self.face, final)
         if not self.store.put(self.id, record, len(record)):
             logger.warning("response %s (%d bytes) is larger than the whole response store; not stored", self.id,
                            len(record))
@@ -116,4 +115,4 @@ def stored(store: ResponseStore, response_id: str, param: str = "response_id") -
         raise NotFoundError(f"{param}: no stored response {response_id!r}. Responses are kept in this server's "
                             "memory only, for an hour after their last use and only with store: true; send the "
                             "whole conversation as input instead.", param=param)
-    return StoredResponse(**orjson.loads(record))
+    return StoredResponse.from_record(record)

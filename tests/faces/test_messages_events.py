@@ -184,8 +184,8 @@ class ScriptedChunks:
     def opening(self):
         return []
 
-    def feed(self, text):
-        return [ChatCompletionChunk(id="c", created=0, model="m", choices=[ChunkChoice(delta=d)]) for d in self.fed]
+    def feed_plain(self, text):
+        return "", [ChatCompletionChunk(id="c", created=0, model="m", choices=[ChunkChoice(delta=d)]) for d in self.fed]
 
 
 def test_an_argument_piece_for_a_closed_call_fails_the_stream():

@@ -127,7 +127,7 @@ def test_a_tool_loop():
     assert assistant.content == "Let me check." and assistant.reasoning_content == "Two tools."
     assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in assistant.tool_calls] == [
         ("toolu_01A", "get_weather", {"city": "Paris é"}), ("toolu_01B", "get_time", {})]
-    assert assistant.tool_calls[0].function.arguments == '{"city": "Paris é"}'
+    assert assistant.tool_calls[0].function.arguments == '{"city":"Paris é"}'  # non-ASCII as the model writes it
     assert messages[2] == ToolMessage(role="tool", content="18°C, sunny", tool_call_id="toolu_01A")
     assert messages[3] == ToolMessage(role="tool", content="Error: clock unavailable", tool_call_id="toolu_01B")
     assert messages[4] == UserMessage(role="user", content="Thanks. Anything else?")
@@ -196,6 +196,23 @@ def test_tools_and_server_tools():
                                "tools[2]: server tool bash_20250124 (bash) left out",
                                "tools[3]: server tool text_editor_20250728 (str_replace_based_edit_tool) left out")
     assert read_request(body(tools=server_tools)).chat.tools is None
+
+
+def test_the_tools_translation_is_kept_for_the_next_turn_and_never_stale():
+    tools = [{**WEATHER, "name": "cached_weather"}, {"type": "bash_20250124", "name": "bash"}]
+    first = read_request(body(tools=tools))
+    again = read_request(body(tools=json.loads(json.dumps(tools))))  # the next turn's tools, decoded afresh
+    assert again.chat.function_definitions()[0] is first.chat.function_definitions()[0]
+    assert again.skipped == first.skipped == ("tools[1]: server tool bash_20250124 (bash) left out",)
+    changed = json.loads(json.dumps(tools))
+    changed[0]["input_schema"]["required"] = []
+    fresh = read_request(body(tools=changed)).chat.function_definitions()[0]
+    assert fresh.parameters == changed[0]["input_schema"] and fresh.parameters != WEATHER["input_schema"]
+    assert read_request(body(tools=tools)).chat.function_definitions()[0].parameters == WEATHER["input_schema"]
+    with pytest.raises(InvalidRequestError):  # a failed translation is never kept: the same error each time
+        read_request(body(tools=[WEATHER, WEATHER]))
+    with pytest.raises(InvalidRequestError, match="a second tool named 'get_weather'"):
+        read_request(body(tools=[WEATHER, WEATHER]))
 
 
 @pytest.mark.parametrize(("choice", "expected", "parallel"), [

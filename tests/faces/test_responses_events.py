@@ -247,9 +247,9 @@ class FakeChunks:
     def _chunk(self, delta):
         return ChatCompletionChunk(id="c", created=0, model="m", choices=[ChunkChoice(delta=delta)])
 
-    def feed(self, text):
+    def feed_plain(self, text):
         self.sent_text = True
-        return [self._chunk(self._deltas.pop(0))] if self._deltas else []
+        return "", [self._chunk(self._deltas.pop(0))] if self._deltas else []
 
     def closing(self, completion):
         return [self._chunk(delta) for delta in self._closing]

@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import re
 
+import orjson
 import pytest
 from responses_helpers import CODEX_TOOLS, EXEC, FILES, NOTES, PATCH, body, codex_body
 
 from llmproxy.errors import InvalidRequestError, NotFoundError
 from llmproxy.faces.content import stand_in
 from llmproxy.faces.lark import custom_tool_pattern
-from llmproxy.faces.responses import StoredResponse, read_request, stored_turn
+from llmproxy.faces.responses import StoredResponse, read_request, stored_record
+from llmproxy.faces.wire import json_bytes
 from llmproxy.types import AssistantMessage, FunctionCall, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 
@@ -251,6 +253,23 @@ def test_hosted_tools_and_second_tools_of_a_name_are_left_out_and_reported():
     assert request.skipped[-1] == "tools[9]: a second tool named 'exec_command' left out"
 
 
+def test_the_tools_translation_is_kept_for_the_next_turn_and_never_stale():
+    tools = [{**EXEC, "name": "cached_exec"}, FILES, {"type": "web_search"}]
+    first = read_request(body(tools=tools))
+    again = read_request(body(tools=json.loads(json.dumps(tools))))  # the next turn's tools, decoded afresh
+    shared = zip(first.chat.function_definitions(), again.chat.function_definitions(), strict=True)
+    assert all(a is b for a, b in shared) and again.names is first.names
+    assert again.skipped == first.skipped == ["tools[2]: 'web_search' tool left out: hosted tools are not available "
+                                              "on this server"]  # reported for every request, not only the first
+    changed = json.loads(json.dumps(tools))
+    changed[0]["parameters"]["properties"]["cmd"]["description"] = "The command line."
+    changed[1]["tools"][0]["name"] = "list_all"
+    fresh = read_request(body(tools=changed))
+    assert [f.parameters for f in fresh.chat.function_definitions()][0] == changed[0]["parameters"]
+    assert [f.name for f in fresh.chat.function_definitions()] == ["cached_exec", "mcp__files__list_all"]
+    assert [f.parameters for f in read_request(body(tools=tools)).chat.function_definitions()][0] == EXEC["parameters"]
+
+
 # --- tool_choice -----------------------------------------------------------------------------
 
 
@@ -358,9 +377,10 @@ def test_a_stored_response_is_continued_without_its_instructions():
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use ls."}]},
         {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "list", "namespace": "mcp__files__",
          "arguments": '{"path": "."}', "status": "completed"}]}
-    previous = stored_turn(first, response)
+    record = stored_record(first, orjson.dumps(response))
+    assert json.loads(record) == {"response": response, "input_items": first.items}
+    previous = StoredResponse.from_record(record)
     assert previous == StoredResponse(response, first.items)
-    assert previous.as_json() == {"response": response, "input_items": first.items}
     follow = [{"type": "function_call_output", "call_id": "c1", "output": "a.txt"}]
     request = read_request(body(follow, previous_response_id="resp_1", instructions="New.", tools=CODEX_TOOLS),
                            previous)
@@ -373,6 +393,14 @@ def test_a_stored_response_is_continued_without_its_instructions():
     ]
     assert request.items == [*first.items, *response["output"], *follow]
     assert request.echo["previous_response_id"] == "resp_1"
+
+
+def test_a_stored_response_holding_half_a_surrogate_pair_reads_back():
+    first = read_request(body("half a pair \ud800"))  # JSON can carry it; UTF-8 cannot, so it is kept escaped
+    response = {"id": "resp_2", "output": [{"type": "message", "role": "assistant",
+                                            "content": [{"type": "output_text", "text": "\udc00 too"}]}]}
+    record = stored_record(first, json_bytes(response))
+    assert StoredResponse.from_record(record) == StoredResponse(response, first.items)
 
 
 def test_a_previous_response_that_is_not_held_is_a_404():

@@ -62,7 +62,8 @@ class MessagesEvents:
         return [sse_event({"type": "message_start", "message": message}), *self._translate(self.chat_chunks.opening())]
 
     def feed(self, text: str) -> list[bytes]:
-        return self._translate(self.chat_chunks.feed(text))
+        content, chunks = self.chat_chunks.feed_plain(text)
+        return self._text(content) if content else self._translate(chunks)
 
     def closing(self, completion: ChatCompletion) -> list[bytes]:
         """The rest of the answer, the last block's end, the stop reason and usage, and the end."""
@@ -95,7 +96,7 @@ class MessagesEvents:
                 sent += self._delta("thinking", {"type": "thinking_delta", "thinking": delta.reasoning_content})
                 self._thinking += delta.reasoning_content
             if delta.content:
-                sent += self._delta("text", {"type": "text_delta", "text": delta.content})
+                sent += self._text(delta.content)
             for call in delta.tool_calls or []:
                 if call.id is not None:  # a call's opening: its id and name, no arguments yet
                     sent += self._start({"type": "tool_use", "id": tool_use_id(call.id),
@@ -104,6 +105,9 @@ class MessagesEvents:
                 if call.function.arguments:
                     sent += self._arguments(call.index, call.function.arguments)
         return sent
+
+    def _text(self, text: str) -> list[bytes]:
+        return self._delta("text", {"type": "text_delta", "text": text})
 
     def _delta(self, kind: str, delta: dict[str, Any]) -> list[bytes]:
         """``delta`` for the open block of ``kind``, opening one first where another kind is open."""

@@ -11,7 +11,6 @@ for are left out and listed in ``findings``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from llmproxy.faces.messages._blocks import PARAGRAPH, Findings, readable
@@ -26,6 +25,7 @@ from llmproxy.faces.messages._fields import (
     required,
     string_field,
 )
+from llmproxy.faces.wire import json_bytes
 
 # Chat messages as plain data: validated once, with the whole ChatRequest (see llmproxy.faces).
 Message = dict[str, Any]
@@ -52,12 +52,14 @@ def _blocks(content: Any, where: str) -> list[tuple[str, Any]]:
     return [(path(where, index), block) for index, block in enumerate(a_list(content, where))]
 
 
-def _system_text(blocks: list[tuple[str, Any]], findings: Findings) -> str:
+def _system_text(content: Any, where: str, findings: Findings) -> str:
+    if isinstance(content, str):  # the common case, read without making it a block
+        return _without_attribution(content)
     texts = []
-    for where, block in blocks:
-        text = readable(block, where, findings)
+    for at, block in _blocks(content, where):
+        text = readable(block, at, findings)
         if text is None:
-            findings.skip(where, f"a {block['type']} block in a system prompt")
+            findings.skip(at, f"a {block['type']} block in a system prompt")
         elif text := _without_attribution(text):
             texts.append(text)
     return PARAGRAPH.join(texts)
@@ -67,7 +69,7 @@ def system_message(system: Any, findings: Findings) -> Message | None:
     """The request's top-level ``system`` as one system message (blocks joined by a blank line)."""
     if system is None:
         return None
-    text = _system_text(_blocks(system, "system"), findings)
+    text = _system_text(system, "system", findings)
     return {"role": "system", "content": text} if text else None
 
 
@@ -80,30 +82,32 @@ def conversation(messages: Any, findings: Findings) -> list[Message]:
         role = string_field(message, "role", where)
         if role not in ("user", "assistant", "system"):
             raise fail(path(where, "role"), "expected 'user', 'assistant' or 'system'")
-        content = _blocks(required(message, "content", where), path(where, "content"))
+        content, at = required(message, "content", where), path(where, "content")
         if role == "user":
-            turns += _user(content, findings)
+            turns += _user(content, at, findings)
         elif role == "assistant":
-            turns.append(_assistant(content, findings))
-        elif text := _system_text(content, findings):  # Claude Code's mid-conversation reminders
+            turns.append(_assistant(content, at, findings))
+        elif text := _system_text(content, at, findings):  # Claude Code's mid-conversation reminders
             turns.append({"role": "system", "content": text})
     return turns
 
 
-def _user(blocks: list[tuple[str, Any]], findings: Findings) -> list[Message]:
+def _user(content: Any, where: str, findings: Findings) -> list[Message]:
     """Tool results first, as they must follow the assistant's calls; then the turn's own words."""
+    if isinstance(content, str):  # the words alone, read without making them a block
+        return [{"role": "user", "content": content}]
     results: list[Message] = []
     texts = []
-    for where, block in blocks:
-        kind = block_type(block, where)
+    for at, block in _blocks(content, where):
+        kind = block_type(block, at)
         if kind == "tool_result":
-            results.append(_tool_result(block, where, findings))
+            results.append(_tool_result(block, at, findings))
         elif kind == "tool_use":
-            raise fail(where, "tool_use blocks belong in assistant messages")
+            raise fail(at, "tool_use blocks belong in assistant messages")
         else:
-            text = readable(block, where, findings)
+            text = readable(block, at, findings)
             if text is None:
-                findings.skip(where, f"a {kind} block")
+                findings.skip(at, f"a {kind} block")
             else:
                 texts.append(text)
     if texts or not results:
@@ -114,37 +118,40 @@ def _user(blocks: list[tuple[str, Any]], findings: Findings) -> list[Message]:
 def _tool_result(block: dict[str, Any], where: str, findings: Findings) -> Message:
     call_id = string_field(block, "tool_use_id", where)
     content = block.get("content")
-    texts = []
-    for at, inner in [] if content is None else _blocks(content, path(where, "content")):
-        text = readable(inner, at, findings)
-        if text is None:
-            findings.skip(at, f"a {inner['type']} block in a tool result")
-        else:
-            texts.append(text)
-    text = PARAGRAPH.join(texts)
+    if content is None or isinstance(content, str):  # most results: text, read without making it a block
+        text = content or ""
+    else:
+        texts = []
+        for at, inner in _blocks(content, path(where, "content")):
+            inner_text = readable(inner, at, findings)
+            if inner_text is None:
+                findings.skip(at, f"a {inner['type']} block in a tool result")
+            else:
+                texts.append(inner_text)
+        text = PARAGRAPH.join(texts)
     if optional(block, "is_error", a_bool, where):  # the model must not take a failure's output for a result
         text = f"Error: {text}" if text else "Error"
     return {"role": "tool", "content": text, "tool_call_id": call_id}
 
 
-def _assistant(blocks: list[tuple[str, Any]], findings: Findings) -> Message:
+def _assistant(content: Any, where: str, findings: Findings) -> Message:
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
-    for where, block in blocks:
-        kind = block_type(block, where)
+    for at, block in _blocks(content, where):
+        kind = block_type(block, at)
         if kind == "text":
-            texts.append(string_field(block, "text", where))
+            texts.append(string_field(block, "text", at))
         elif kind == "thinking":  # its signature is Anthropic's (or ours): nothing to check
-            thoughts.append(string_field(block, "thinking", where))
+            thoughts.append(string_field(block, "thinking", at))
         elif kind == "redacted_thinking":
-            findings.skip(where, "redacted (encrypted) thinking")
+            findings.skip(at, "redacted (encrypted) thinking")
         elif kind == "tool_use":
-            calls.append(_tool_use(block, where))
+            calls.append(_tool_use(block, at))
         elif kind == "tool_result":
-            raise fail(where, "tool_result blocks belong in user messages")
+            raise fail(at, "tool_result blocks belong in user messages")
         else:
-            findings.skip(where, f"a {kind} block")
+            findings.skip(at, f"a {kind} block")
     text = PARAGRAPH.join(texts)
     return {
         "role": "assistant",
@@ -158,6 +165,6 @@ def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
     call_id = string_field(block, "id", where)
     name = string_field(block, "name", where)
     arguments = an_object(block.get("input", {}), path(where, "input"))
-    # Written as the model would write it (non-ASCII as is): the turn is rendered back into the prompt.
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+    # Written as the model would write it (non-ASCII as is): the turn is rendered back into the prompt
+    # (orjson: a fifteenth of json.dumps's time; the template reads the arguments, whatever their spacing).
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json_bytes(arguments).decode()}}

@@ -56,7 +56,7 @@ def read_request(body: Any, *, counting: bool = False) -> MessagesRequest:
     findings = Findings()
     system = history.system_message(body.get("system"), findings)
     turns = history.conversation(messages, findings)
-    offered = tools.functions(body["tools"], findings) if body.get("tools") is not None else []
+    offered = tools.functions(body["tools"], findings) if body.get("tools") is not None else ()
     tool_choice, parallel = tools.choice(body.get("tool_choice"), [f.name for f in offered])
     fields: dict[str, Any] = {
         "model": model,

@@ -5,6 +5,9 @@ client tool (``{name, description, input_schema}``); server tools, which Anthrop
 (``web_search_20250305``, ``bash_20250124``, ``text_editor_...``), have nothing to run them here and
 are left out and listed in ``findings``. ``choice(tool_choice, offered)`` gives the chat
 ``tool_choice`` and ``parallel_tool_calls`` values, mapped exactly (a named tool stays named).
+
+Agents send the same tools every turn, so their translation is cached by the tools' JSON
+(llmproxy.faces.wire.cached_by_json); the definitions it gives are shared, and read only.
 """
 
 from __future__ import annotations
@@ -13,15 +16,26 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from llmproxy._bounded_cache import MIB
 from llmproxy.faces.messages._blocks import Findings
 from llmproxy.faces.messages._fields import a_bool, a_list, a_string, an_object, fail, optional, path, required
+from llmproxy.faces.wire import cached_by_json
 from llmproxy.types import FunctionDefinition, NamedFunction, NamedToolChoice, ToolChoiceValue
 
 _MODES = {"auto": "auto", "any": "required", "none": "none"}
 
 
-def functions(tools: Any, findings: Findings) -> list[FunctionDefinition]:
+def functions(tools: Any, findings: Findings) -> tuple[FunctionDefinition, ...]:
     """The client tools of ``tools``, in order."""
+    found, skipped = _translated(tools)
+    findings.skipped += skipped
+    return found
+
+
+@cached_by_json(4 * MIB)  # of tools JSON; their Python objects take several times that
+def _translated(tools: Any) -> tuple[tuple[FunctionDefinition, ...], tuple[str, ...]]:
+    """(the client tools of ``tools``, the lines saying which were left out)."""
+    findings = Findings()
     found: list[FunctionDefinition] = []
     for index, tool in enumerate(a_list(tools, "tools")):
         where = path("tools", index)
@@ -33,7 +47,7 @@ def functions(tools: Any, findings: Findings) -> list[FunctionDefinition]:
         found.append(_definition(tool, where))
         if found[-1].name in (f.name for f in found[:-1]):
             raise fail(path(where, "name"), f"a second tool named {found[-1].name!r}")
-    return found
+    return tuple(found), tuple(findings.skipped)
 
 
 def _definition(tool: dict[str, Any], where: str) -> FunctionDefinition:

@@ -3,7 +3,8 @@
     read_request(body, previous) -> ResponsesRequest   the request as a ChatRequest, and what the answer needs
     response_object(request, completion, ...) -> dict  the ChatCompletion as a Responses response object
     ResponsesEvents(request, chat_chunks, ...)         a chat chunk stream as Responses server-sent events
-    stored_turn(request, response) -> StoredResponse   what ``previous_response_id`` continues from
+    stored_record(request, response_json) -> bytes     what ``previous_response_id`` continues from
+    StoredResponse.from_record(record)                 ... read back
 
 Codex CLI and openai-agents are the clients this is shaped for: full history in every request or a
 stored previous response, namespace and custom tools, reasoning replayed by the client, and the
@@ -13,7 +14,7 @@ server's endpoint class drives it.
 
 from llmproxy.faces.responses.events import ResponsesEvents
 from llmproxy.faces.responses.output import response_object
-from llmproxy.faces.responses.request import ResponsesRequest, StoredResponse, read_request, stored_turn
+from llmproxy.faces.responses.request import ResponsesRequest, StoredResponse, read_request, stored_record
 
 __all__ = [
     "ResponsesEvents",
@@ -21,5 +22,5 @@ __all__ = [
     "StoredResponse",
     "read_request",
     "response_object",
-    "stored_turn",
+    "stored_record",
 ]

@@ -28,33 +28,34 @@ def _unreadable(part: dict[str, Any]) -> str | None:
     return None
 
 
-def content_text(content: Any, where: str, notes: list[str], skipped: list[str]) -> str | None:
-    """The text of ``content`` at ``where``; None where it is null or absent.
+def content_text(item: dict[str, Any], key: str, here: str, notes: list[str], skipped: list[str]) -> str | None:
+    """The text of the content ``item[key]`` (the item is at ``here``); None where it is null or absent.
 
     A list is read part by part; a part that is not an object, or a text part whose text is not a
     string, is a 400 naming it. Other JSON values (a tool's output as an object) are kept as JSON."""
+    content = item.get(key)
     if content is None or isinstance(content, str):
         return content
     if not isinstance(content, list):
         return json.dumps(content, ensure_ascii=False)
+    where = at(here, key)
     texts = []
     for index, part in enumerate(content):
-        here = at(where, index)
+        part_at = at(where, index)
         if isinstance(part, str):  # a bare string where a part belongs: its meaning is plain
             texts.append(part)
             continue
         if not isinstance(part, dict):
-            raise fail(here, "must be a content part object")
-        key = TEXT_PARTS.get(part.get("type", "input_text"))
-        what = _unreadable(part)
-        if key is not None:
-            text = part.get(key)
+            raise fail(part_at, "must be a content part object")
+        text_key = TEXT_PARTS.get(part.get("type", "input_text"))
+        if text_key is not None:
+            text = part.get(text_key)
             if not isinstance(text, str):
-                raise fail(at(here, key), "must be a string")
+                raise fail(at(part_at, text_key), "must be a string")
             texts.append(text)
-        elif what is not None:
+        elif (what := _unreadable(part)) is not None:
             texts.append(stand_in(what))
-            notes.append(left_out_note(here, what))
+            notes.append(left_out_note(part_at, what))
         else:
-            skipped.append(f"{here}: content part of type {part.get('type')!r} left out")
+            skipped.append(f"{part_at}: content part of type {part.get('type')!r} left out")
     return "\n".join(texts)

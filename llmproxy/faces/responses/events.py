@@ -11,13 +11,18 @@ has their events): reasoning, the message's text, then the calls. An item is clo
 one starts, or at the end. A function call streams its arguments as the chunks deliver them; a custom
 tool's call (its arguments are JSON around the raw input) is sent whole once the answer is checked.
 The stream ends with exactly one terminal event: ``response.completed``, or ``response.incomplete``
-(cut at the token limit) carrying the whole response object (``final``, which the server stores), or
-``response.failed``.
+(cut at the token limit) carrying the whole response object (``final``, and ``final_json``, which
+the server stores), or ``response.failed``.
+
+A response object, which repeats the request's ``instructions`` and ``tools`` (tens of KB for a
+coding agent), is written to JSON once however many events carry it.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import orjson
 
 from llmproxy.faces.responses._streamed import (
     Payload,
@@ -28,7 +33,7 @@ from llmproxy.faces.responses._streamed import (
     StreamedReasoning,
 )
 from llmproxy.faces.responses.output import custom_input, response_object, response_shell
-from llmproxy.faces.wire import sse_event
+from llmproxy.faces.wire import json_bytes, sse_event
 from llmproxy.faces.responses.request import ResponsesRequest
 from llmproxy.server.chunks import ChatChunks
 from llmproxy.server.envelope import envelope
@@ -48,6 +53,7 @@ class ResponsesEvents:
         self.response_id = response_id
         self.created_at = created_at
         self.final: dict[str, Any] | None = None  # the response object the terminal event carried
+        self.final_json: bytes | None = None  # ``final`` as JSON
         self._sequence = 0
         self._items: list[StreamedItem] = []  # every item added so far, in output order
         self._open: StreamedItem | None = None  # the item the next pieces go to, until the next one starts
@@ -66,7 +72,12 @@ class ResponsesEvents:
         return self._frames([])
 
     def feed(self, text: str) -> list[bytes]:
-        return self._frames([event for chunk in self.chat_chunks.feed(text) for event in self._chunk(chunk)])
+        content, chunks = self.chat_chunks.feed_plain(text)
+        if content:
+            return self._frames(self._content(content))
+        if not chunks and self._sequence:  # most pieces of a call add nothing yet
+            return []
+        return self._frames([event for chunk in chunks for event in self._chunk(chunk)])
 
     def closing(self, completion: ChatCompletion) -> list[bytes]:
         events = [event for chunk in self.chat_chunks.closing(completion) for event in self._chunk(chunk)]
@@ -82,8 +93,9 @@ class ResponsesEvents:
             events += self._close()
         self.final = response_object(self.request, completion, response_id=self.response_id,
                                      created_at=self.created_at, output=[item.done for item in self._items])
+        self.final_json = json_bytes(self.final)
         terminal = "response.incomplete" if self.final["status"] == "incomplete" else "response.completed"
-        return self._frames([*events, {"type": terminal, "response": self.final}])
+        return self._frames([*events, {"type": terminal, "response": orjson.Fragment(self.final_json)}])
 
     def keepalive(self) -> bytes:
         """A repeated ``response.in_progress``: clients' idle timers restart on events, not comments."""
@@ -112,12 +124,15 @@ class ResponsesEvents:
                     events += self._add(StreamedReasoning(len(self._items), encrypted=encrypted))
                 events += self._grow(delta.reasoning_content)
             if delta.content:
-                if not isinstance(self._open, StreamedMessage):
-                    events += self._add(StreamedMessage(len(self._items)))
-                events += self._grow(delta.content)
+                events += self._content(delta.content)
             for call in delta.tool_calls or []:
                 events += self._call(call)
         return events
+
+    def _content(self, text: str) -> list[Payload]:
+        """A piece of the answer's text, for its message item (opened by the first)."""
+        events = [] if isinstance(self._open, StreamedMessage) else self._add(StreamedMessage(len(self._items)))
+        return events + self._grow(text)
 
     def _call(self, call: ToolCallDelta) -> list[Payload]:
         """A call's opening (its id and name) or a piece of its arguments. Calls come one after
@@ -162,8 +177,9 @@ class ResponsesEvents:
                               status=status)
 
     def _frames(self, events: list[Payload]) -> list[bytes]:
+        """``events`` numbered and framed."""
         if self._sequence == 0:  # the stream opens so whatever step comes first (the SDK requires it)
-            shell = self._shell("in_progress")
+            shell = orjson.Fragment(json_bytes(self._shell("in_progress")))
             events = [{"type": "response.created", "response": shell},
                       {"type": "response.in_progress", "response": shell}, *events]
         frames = []

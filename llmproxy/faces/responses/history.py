@@ -78,7 +78,7 @@ class History:
 
     def _message(self, item: dict[str, Any], here: str) -> None:
         role = item.get("role")
-        text = content_text(item.get("content"), at(here, "content"), self.notes, self.skipped)
+        text = content_text(item, "content", here, self.notes, self.skipped)
         if role == "assistant":
             if self._turn is not None and self._turn.answered:
                 self._close_turn()
@@ -110,7 +110,7 @@ class History:
 
     def _call_output(self, item: dict[str, Any], here: str) -> None:
         call_id = a_name(item, "call_id", here)
-        text = content_text(item.get("output"), at(here, "output"), self.notes, self.skipped)
+        text = content_text(item, "output", here, self.notes, self.skipped)
         self._close_turn()
         self._messages.append({"role": "tool", "content": text or "", "tool_call_id": call_id})
 

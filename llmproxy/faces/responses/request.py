@@ -5,8 +5,9 @@
 ``ResponsesRequest``: the ``ChatRequest`` for the pipeline, the tool names to map calls back, the
 fields the response object repeats, the conversation's items (for ``StoredResponse``), and what was
 replaced (``notes``) or left out (``skipped``, for the server's log). A malformed field is an
-``InvalidRequestError`` naming it; what is merely unknown is skipped, never refused. ``stored_turn``
-gives what the server keeps of an exchange for a later ``previous_response_id``.
+``InvalidRequestError`` naming it; what is merely unknown is skipped, never refused. ``stored_record``
+gives what the server keeps of an exchange for a later ``previous_response_id``, and
+``StoredResponse.from_record`` reads it back.
 
 - ``instructions`` become a leading system message; a previous response's are not inherited.
 - ``input`` is a string (one user message) or items (llmproxy.faces.responses.history), read after
@@ -19,10 +20,11 @@ gives what the server keeps of an exchange for a later ``previous_response_id``.
 
 from __future__ import annotations
 
-from copy import deepcopy
+import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from llmproxy.errors import NotFoundError
@@ -31,6 +33,7 @@ from llmproxy.faces.responses._fields import a_list, an_object, fail
 from llmproxy.faces.responses._reasoning import ENCRYPTED
 from llmproxy.faces.responses.history import History
 from llmproxy.faces.responses.tools import ToolNames, read_tools
+from llmproxy.faces.wire import json_bytes
 from llmproxy.types import ChatRequest, Tool
 
 
@@ -46,9 +49,14 @@ class StoredResponse:
         """The conversation up to and including this response: its input items, then its output."""
         return [*self.input_items, *self.response.get("output", [])]
 
-    def as_json(self) -> dict[str, Any]:
-        """The record as one JSON-ready value (what its size is measured on)."""
-        return {"response": self.response, "input_items": self.input_items}
+    @classmethod
+    def from_record(cls, record: bytes) -> StoredResponse:
+        """The stored response that ``stored_record`` wrote."""
+        try:
+            fields = orjson.loads(record)
+        except orjson.JSONDecodeError:  # written ASCII-escaped, with a lone surrogate orjson does not read
+            fields = json.loads(record)
+        return cls(**fields)
 
 
 # What the response object repeats of the request, and its value when the request leaves it out.
@@ -70,6 +78,7 @@ ECHOED: dict[str, Any] = {
     "prompt_cache_key": None,
     "safety_identifier": None,
 }
+ECHOED_JSON = orjson.dumps(ECHOED)
 # Fields read, or harmless to pass over (hints for OpenAI's own caches and billing); any other is reported.
 KNOWN = {*ECHOED, "model", "input", "stream", "include", "conversation", "background", "prompt", "stream_options",
          "service_tier", "prompt_cache_retention", "client_metadata"}
@@ -98,10 +107,11 @@ class ResponsesRequest:
         return ENCRYPTED in self.include
 
 
-def stored_turn(request: ResponsesRequest, response: dict[str, Any]) -> StoredResponse:
-    """What to keep of an exchange for a later ``previous_response_id``: ``response`` is the response
-    object sent for ``request``."""
-    return StoredResponse(response, request.items)
+def stored_record(request: ResponsesRequest, response_json: bytes) -> bytes:
+    """What to keep of an exchange for a later ``previous_response_id``, as JSON bytes (a third of the
+    memory of the same Python objects, and their size is what the store counts): ``response_json`` is
+    the response object sent for ``request``, as it was sent."""
+    return b"".join((b'{"response":', response_json, b',"input_items":', json_bytes(request.items), b"}"))
 
 
 def _refuse_remote_state(body: dict[str, Any]) -> None:
@@ -197,7 +207,8 @@ def read_request(body: dict[str, Any], previous: StoredResponse | None = None) -
         error = exc.errors()[0]
         loc = [str(part) for part in error.get("loc", ())]
         raise fail(".".join([RENAMED.get(loc[0], loc[0]), *loc[1:]]) if loc else "request", error["msg"]) from exc
-    echo = {key: body[key] if body.get(key) is not None else deepcopy(default) for key, default in ECHOED.items()}
+    echo = orjson.loads(ECHOED_JSON)  # the defaults, afresh: no response shares this module's values
+    echo.update((key, body[key]) for key in ECHOED if body.get(key) is not None)
     return ResponsesRequest(chat=chat, names=offered.names, echo=echo, items=[*earlier, *this_input], include=include,
                             stream=chat.stream, store=body.get("store") is not False, notes=history.notes,
                             skipped=skipped + history.skipped)

@@ -14,6 +14,9 @@ back to the tool it stands for.
 - Hosted tools (web_search, file_search, tool_search, local_shell, image_generation, mcp, computer
   use...) run on OpenAI's servers and have no local counterpart: they are left out and listed in
   ``skipped``.
+
+Agents send the same tools every turn, so the translation is cached by the tools' JSON
+(llmproxy.faces.wire.cached_by_json): the ``OfferedTools`` of a tool list is shared, and read only.
 """
 
 from __future__ import annotations
@@ -21,20 +24,21 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
+from llmproxy._bounded_cache import MIB
 from llmproxy.faces.lark import custom_tool_pattern
 from llmproxy.faces.responses._fields import a_list, a_name, an_object, at, fail, optional_text
+from llmproxy.faces.wire import cached_by_json
 from llmproxy.types import FunctionDefinition
 
 VALID_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 SEPARATORS = ("_", ".", "-")  # a namespace ending in one (Codex's "mcp__server__") needs no other
 
 
-@dataclass(frozen=True)
-class ToolTarget:
+class ToolTarget(NamedTuple):  # a tuple: hashed and compared in C, for every call in every history
     """The tool a function name stands for, as the client names it: ``name`` (in ``namespace``, if
     any) of a function tool, or of a custom tool when ``custom``."""
 
@@ -93,6 +97,8 @@ class OfferedTool:
 
 @dataclass
 class OfferedTools:
+    """The functions offered, and their names both ways; complete once ``read_tools`` gives it."""
+
     tools: list[OfferedTool] = field(default_factory=list)
     names: ToolNames = field(default_factory=ToolNames)
 
@@ -136,7 +142,18 @@ def _offer(offered: OfferedTools, target: ToolTarget, description: str | None, p
 
 def read_tools(tools: Any, skipped: list[str]) -> OfferedTools:
     """The functions for the request's ``tools``; the tools left out are listed in ``skipped``."""
+    if tools is None:
+        return OfferedTools()
+    offered, left_out = _translated(tools)
+    skipped += left_out
+    return offered
+
+
+@cached_by_json(4 * MIB)  # of tools JSON; their Python objects take several times that
+def _translated(tools: Any) -> tuple[OfferedTools, tuple[str, ...]]:
+    """(the functions for ``tools``, what was left out of them)."""
     offered = OfferedTools()
+    skipped: list[str] = []
     for index, tool in enumerate(a_list(tools, "tools")):
         where = at("tools", index)
         an_object(tool, where)
@@ -159,4 +176,4 @@ def read_tools(tools: Any, skipped: list[str]) -> OfferedTools:
                        optional_text(child, "description", here), child.get("parameters"), here, skipped)
         else:
             skipped.append(f"{where}: {kind!r} tool left out: hosted tools are not available on this server")
-    return offered
+    return offered, tuple(skipped)
