@@ -29,7 +29,9 @@ one run.
 LiteLLM is not a dependency of llmproxy; install it in a venv of its own:
     python3.11 -m venv /tmp/litellm-venv && /tmp/litellm-venv/bin/pip install 'litellm[proxy]'
 Run: .venv/bin/python bench/bench_streams.py [--litellm /tmp/litellm-venv/bin/litellm] [--seconds 8]
-     [--streams 32 64] [--no-litellm]
+     [--streams 32 64] [--rounds 1] [--no-litellm] [--baseline CHECKOUT]
+``--baseline``: the llmproxy of another checkout measured beside this one's, in the same rounds (e.g.
+the last commit's: git worktree add /tmp/old HEAD; --baseline /tmp/old).
 """
 
 from __future__ import annotations
@@ -186,11 +188,14 @@ async def load(port: int, path: str, model: str, streams: int, warmup: float, se
 # --- the run --------------------------------------------------------------------------------------
 
 
-def start_llmproxy(port: int, backend_port: int) -> subprocess.Popen:
+def start_llmproxy(port: int, backend_port: int, source: str | None = None) -> subprocess.Popen:
+    """``llmproxy serve`` in front of the fake; ``source``: a checkout whose llmproxy to run instead of
+    this one's (another commit's, to compare in one run)."""
     command = [sys.executable, "-m", "llmproxy", "serve", "--backend", "llamacpp", "--endpoint",
                f"http://127.0.0.1:{backend_port}", "--wrapper", "chatml", "--port", str(port),
                "--log-level", "warning", "--api-key", API_KEY, "--max-running", "256"]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = None if source is None else {**os.environ, "PYTHONPATH": source}
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=source)
 
 
 def measure(name: str, process: subprocess.Popen | None, fake: subprocess.Popen, port: int, model: str,
@@ -240,20 +245,25 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="tokens/s a stream")
     parser.add_argument("--seconds", type=float, default=8.0, help="the measured window")
     parser.add_argument("--warmup", type=float, default=3.0, help="load before the window")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of every target at each load, alternating")
     parser.add_argument("--no-litellm", action="store_true", help="measure direct and llmproxy alone")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also measure the llmproxy of another checkout (git worktree add /tmp/old HEAD)")
     parser.add_argument("--serve-fake", type=int, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.serve_fake:
         asyncio.run(serve_paced(options.serve_fake, options.tokens, options.rate))
         return
 
-    ports = {"fake": free_port(), "llmproxy": free_port(), "litellm": free_port()}
+    ports = {"fake": free_port(), "llmproxy": free_port(), "baseline": free_port(), "litellm": free_port()}
     processes: dict[str, subprocess.Popen] = {}
     with tempfile.TemporaryDirectory() as workdir:
         try:
             processes["fake"] = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(ports["fake"]),
                                                   "--tokens", str(options.tokens), "--rate", str(options.rate)])
             processes["llmproxy"] = start_llmproxy(ports["llmproxy"], ports["fake"])
+            if options.baseline:
+                processes["baseline"] = start_llmproxy(ports["baseline"], ports["fake"], options.baseline)
             if not options.no_litellm:
                 processes["litellm"] = start_litellm(options.litellm, ports["litellm"], ports["fake"], Path(workdir))
             for name, port in ports.items():
@@ -264,15 +274,18 @@ def main() -> None:
                   "generator and the proxy")
             targets = [("direct", None, ports["fake"], "fake"), ("llmproxy", processes["llmproxy"], ports["llmproxy"],
                                                                   "bench")]
+            if "baseline" in processes:
+                targets.append(("baseline", processes["baseline"], ports["baseline"], "bench"))
             if "litellm" in processes:
                 targets.append(("litellm", processes["litellm"], ports["litellm"], "bench"))
             for streams in options.streams:
-                print(f"{streams} streams:")
-                direct = None
-                for name, process, port, model in targets:
-                    result = measure(name, process, processes["fake"], port, model, streams, options, direct)
-                    if name == "direct":
-                        direct = result
+                for round_ in range(1, options.rounds + 1):
+                    print(f"{streams} streams" + (f", round {round_}:" if options.rounds > 1 else ":"))
+                    direct = None
+                    for name, process, port, model in targets:
+                        result = measure(name, process, processes["fake"], port, model, streams, options, direct)
+                        if name == "direct":
+                            direct = result
         finally:
             for process in processes.values():
                 process.terminate()

@@ -12,17 +12,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
+import httptools
 import httpx
 import orjson
 
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
+from llmproxy.backends._stream_reply import ConnectionEnded, IdleConnections, StreamReply
 from llmproxy.backends.base import FinishReason, StreamDelta
 from llmproxy.errors import (
     BackendConnectionError,
@@ -37,6 +41,7 @@ from llmproxy.errors import (
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
+V = TypeVar("V")
 PROBE_TIMEOUT = 10.0  # a health check must not hang for the generation read timeout
 
 
@@ -77,6 +82,9 @@ def auth_headers(auth_type: str | None, auth_key: str | None) -> dict[str, str]:
         return {}
     if not auth_key:
         raise ConfigurationError(f"auth_type {auth_type!r} needs an auth_key")
+    if not (auth_key.isascii() and auth_key.isprintable()):  # a line break would end the header early
+        raise ConfigurationError("auth_key must be one line of printable ASCII characters; check for a pasted"
+                                 " line break or quote")
     if auth_type == "bearer_token":
         return {"Authorization": f"Bearer {auth_key}"}
     if auth_type == "api_key":
@@ -506,43 +514,27 @@ class HTTPClient(_Client):
         self._client.close()
 
 
-class PieceWatch:
-    """Holds every wait for a stream's next piece to ``seconds``, as ``asyncio.timeout`` around each would,
-    with one timer a ``seconds`` instead of one a piece (a token, mostly): a wait notes when it began, and
-    the timer, when it fires, fails the stream with ``error()`` if the wait under way began ``seconds``
-    ago, else looks again when that could be so."""
-
-    def __init__(self, content: aiohttp.StreamReader, seconds: float, error: Callable[[], Exception]) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._content, self._seconds, self._error = content, seconds, error
-        self._since: float | None = None  # when the wait under way began; None between waits
-        self._timer = self._loop.call_later(seconds, self._check)
-
-    async def next(self, chunks: AsyncIterator[bytes]) -> bytes | None:
-        self._since = self._loop.time()
-        try:
-            return await anext(chunks, None)
-        finally:
-            self._since = None
-
-    def _check(self) -> None:
-        now = self._loop.time()
-        if self._since is not None and now - self._since >= self._seconds:
-            self._content.set_exception(self._error())  # the waiting read raises it
-            return
-        self._timer = self._loop.call_at((now if self._since is None else self._since) + self._seconds, self._check)
-
-    def stop(self) -> None:
-        self._timer.cancel()
+def _on_this_loop(made: dict[asyncio.AbstractEventLoop, V], make: Callable[[], V]) -> V:
+    """What ``made`` holds for the running event loop, made on first use (and what closed loops held,
+    forgotten)."""
+    loop = asyncio.get_running_loop()
+    value = made.get(loop)
+    if value is None:
+        for old in [old for old in made if old.is_closed()]:
+            del made[old]
+        value = made[loop] = make()
+    return value
 
 
 class AsyncHTTPClient(_Client):
-    """The server's client: aiohttp on the event loop, so a slow or hung backend holds no thread.
+    """The server's client, on the event loop, so a slow or hung backend holds no thread.
 
-    aiohttp rather than httpx's async client: a quarter of the CPU per request (0.20 against 0.79 ms
-    for a streamed answer, bench/bench_vs_litellm.py's path), which is most of the server's own cost.
-    It holds the first token to ``first_token`` seconds and every later piece to ``read`` seconds.
-    One session per event loop, made on first use there (a pool's connections belong to one loop).
+    Whole replies through aiohttp: a quarter of httpx's async client's CPU per request (0.20 against
+    0.79 ms, bench/bench_vs_litellm.py's path). Streams, where the server spends most of its time per
+    token, read by a ``StreamReply`` of their own (llmproxy.backends._stream_reply) on connections
+    kept between them. A stream's first token is held to ``first_token`` seconds and every later
+    piece to ``read`` seconds. Sessions and kept connections belong to one event loop each, made on
+    first use there.
     """
 
     def __init__(self, backend: str, base_url: str, *, default_url: str, headers: dict[str, str],
@@ -550,20 +542,26 @@ class AsyncHTTPClient(_Client):
         super().__init__(backend, base_url, default_url=default_url, timeouts=timeouts)
         self._headers = headers
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._idle: dict[asyncio.AbstractEventLoop, IdleConnections] = {}
+        # A stream's request, written by hand: where to, and the head's fields that never change.
+        parts = urlsplit(base_url)
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname, parts.port or (443 if self._https else 80)
+        self._tls: ssl.SSLContext | None = None  # made on the first https connection
+        self._target = parts.path  # the base URL's own path, before each request's
+        fields = {"Host": parts.netloc, "Content-Type": "application/json", "Accept-Encoding": "identity", **headers}
+        self._head = "".join(f"{name}: {value}\r\n" for name, value in fields.items())
 
     def _session(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        session = self._sessions.get(loop)
-        if session is None:
-            for old in [old for old in self._sessions if old.is_closed()]:
-                del self._sessions[old]
+        def make() -> aiohttp.ClientSession:
             limits = self.timeouts
             timeout = aiohttp.ClientTimeout(connect=limits.connect, sock_read=max(limits.first_token, limits.read))
             # No cap on connections: the lane's admission bounds how many requests reach the backend.
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
-            session = self._sessions[loop] = aiohttp.ClientSession(headers=self._headers, timeout=timeout,
-                                                                   connector=connector, auto_decompress=True)
-        return session
+            return aiohttp.ClientSession(headers=self._headers, timeout=timeout, connector=connector,
+                                         auto_decompress=True)
+
+        return _on_this_loop(self._sessions, make)
 
     async def post(self, exchange: Exchange[T], *, timeout: float | None = None) -> T:
         url = self.url(exchange.path)
@@ -593,41 +591,32 @@ class AsyncHTTPClient(_Client):
 
     async def stream(self, exchange: StreamExchange) -> AsyncIterator[StreamDelta]:
         """The answer's text deltas, then the closing delta (``Relay``); leaving early closes the
-        response (the server stops) and posts ``exchange.abandoned``."""
+        connection (the server stops) and posts ``exchange.abandoned``. Every payload that came since the
+        last read makes one delta."""
         url = self.url(exchange.path)
-        relay, reader = Relay(self, url, exchange), EventReader(exchange.framing)
+        relay = Relay(self, url, exchange)
         limits = self.timeouts
-        watch: PieceWatch | None = None  # holds each later piece to ``read``, once the answer began
         try:
             with self._translated(url):
-                response = await self._within(limits.first_token, self._session().post(url, json=exchange.body),
-                                              url, "first_token_timeout", "sent no answer")
+                reply = await self._within(limits.first_token, self._open(exchange, url), url, "first_token_timeout",
+                                           "sent no answer")
                 try:
-                    if not 200 <= response.status < 300:
-                        text = await response.text(errors="replace")
-                        self._check_status(url, response.status, text, response.reason or "")
-                    chunks = response.content.iter_any()
-                    while not relay.done:
-                        if relay.events == 0:
-                            chunk = await self._within(limits.first_token, anext(chunks, None), url,
-                                                       "first_token_timeout", "sent no first token")
-                        else:
-                            if watch is None:
-                                watch = self._watch_pieces(response, url)
-                            chunk = await watch.next(chunks)
-                        payloads = reader.end() if chunk is None else reader.feed(chunk)
+                    payloads = await self._within(limits.first_token, reply.read(), url, "first_token_timeout",
+                                                  "sent no first token")
+                    reply.limit_waits(limits.read, lambda: self.timed_out(url, limits.read, "read_timeout",
+                                                                          "sent nothing more"))
+                    while payloads is not None:
                         delta = relay.delta(payloads)
                         if delta is not None:
                             yield delta
-                        if chunk is None:
+                        if relay.done:
                             break
+                        payloads = await reply.read()
                 finally:
-                    if watch is not None:
-                        watch.stop()
-                    if relay.done or relay.finish:
-                        response.release()  # read to its end: the connection is kept for the next request
+                    if reply.reusable():
+                        self._kept().keep(reply.transport)  # read to its end: kept for the next stream
                     else:
-                        response.close()  # cut: the backend sees the connection close and stops
+                        reply.close()  # cut: the backend sees the connection close and stops
         except (GeneratorExit, asyncio.CancelledError):
             if exchange.abandoned is not None:
                 with anyio.CancelScope(shield=True):
@@ -635,14 +624,51 @@ class AsyncHTTPClient(_Client):
             raise
         yield relay.end()
 
-    def _watch_pieces(self, response: aiohttp.ClientResponse, url: str) -> PieceWatch:
-        """Once the answer began, its pieces are held to ``read`` by a ``PieceWatch`` instead of aiohttp's
-        read timer, which would be remade for every piece that arrives."""
-        if response.connection is not None:
-            response.connection.protocol.read_timeout = None
-        seconds = self.timeouts.read
-        return PieceWatch(response.content, seconds,
-                          lambda: self.timed_out(url, seconds, "read_timeout", "sent nothing more"))
+    async def _open(self, exchange: StreamExchange, url: str) -> StreamReply:
+        """``exchange`` sent, on a kept connection or a new one: its reply, once a success's head is in
+        (any other status raises). A kept connection its server closed as the request went out (it sent
+        nothing back) passes the request to a new one."""
+        body = json.dumps(exchange.body).encode()
+        request = (f"POST {self._target}{exchange.path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"
+                   .encode("latin-1") + body)
+        transport = self._kept().take()
+        while True:
+            reply = StreamReply(EventReader(exchange.framing))
+            if transport is None:
+                await self._connect(reply, url)
+            else:
+                transport.set_protocol(reply)
+                reply.connection_made(transport)  # asyncio calls it for a new connection only
+            reply.transport.write(request)  # type: ignore[union-attr] - connected
+            try:
+                status = await reply.status()
+                if not 200 <= status < 300:
+                    self._check_status(url, status, await reply.text(), reply.reason)
+                return reply
+            except ConnectionEnded:
+                if transport is None or reply.received:
+                    raise
+            except BaseException:
+                reply.close()
+                raise
+            transport = None
+
+    async def _connect(self, reply: StreamReply, url: str) -> None:
+        loop = asyncio.get_running_loop()
+        if self._https and self._tls is None:
+            self._tls = ssl.create_default_context()  # loads the system's certificates: once, and only for https
+        try:
+            async with asyncio.timeout(self.timeouts.connect):
+                await loop.create_connection(lambda: reply, self._host, self._port, ssl=self._tls)
+        except TimeoutError:
+            raise self.connect_timed_out(url) from None
+        except ssl.SSLError as exc:  # it listens, but the TLS handshake failed (a certificate not trusted)
+            raise self.failed(url, exc) from exc
+        except OSError as exc:
+            raise self.refused(url, exc) from exc
+
+    def _kept(self) -> IdleConnections:
+        return _on_this_loop(self._idle, IdleConnections)
 
     async def _within(self, seconds: float, step: Awaitable[R], url: str, setting: str, what: str) -> R:
         try:
@@ -671,8 +697,16 @@ class AsyncHTTPClient(_Client):
             raise self.broke_off(url, exc) from exc
         except aiohttp.ClientError as exc:
             raise self.failed(url, exc) from exc
+        except (ConnectionEnded, OSError) as exc:  # a stream's own connection (``StreamReply``)
+            raise self.broke_off(url, exc) from exc
+        except httptools.HttpParserError as exc:
+            raise self.failed(url, exc) from exc
 
     async def aclose(self) -> None:
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
             await session.close()
+        kept, self._idle = self._idle, {}
+        for loop, connections in kept.items():
+            if not loop.is_closed():
+                connections.close()

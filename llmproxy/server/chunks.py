@@ -150,16 +150,23 @@ class ChatChunks:
     def feed(self, text: str) -> list[ChatCompletionChunk]:
         return self._chunks(self._scanner.feed(text))
 
-    def feed_events(self, text: str) -> list[bytes]:
-        """``feed``'s chunks as server-sent events. A piece of plain content, most of a stream, is written
-        into its event's frame without building the chunk: the same bytes at a tenth of the cost."""
+    def feed_plain(self, text: str) -> tuple[str, list[ChatCompletionChunk]]:
+        """``feed``, but a piece of plain content, most of a stream, comes as its text with no chunk built
+        for it: (content, []), or ("", the chunks of anything else). For whoever writes the content's
+        event itself: ``feed_events``, and the other faces (llmproxy.faces)."""
         piece = self._scanner.feed(text)
         if piece.content and not piece.reasoning and not piece.calls:
-            event = self._content_event(piece.content)
-            if event is not None:
-                self.streamed += piece.content
-                return [event]
-        return [sse(chunk) for chunk in self._chunks(piece)]
+            self.streamed += piece.content
+            return piece.content, []
+        return "", self._chunks(piece)
+
+    def feed_events(self, text: str) -> list[bytes]:
+        """``feed``'s chunks as server-sent events. A piece of plain content is written into its event's
+        frame without building the chunk: the same bytes at a tenth of the cost."""
+        content, chunks = self.feed_plain(text)
+        if content:
+            return [self._content_event(content) or sse(self._chunk(Delta(content=content)))]
+        return [sse(chunk) for chunk in chunks]
 
     def _content_event(self, content: str) -> bytes | None:
         """The event of a chunk with ``content``; None where orjson cannot write it (a lone surrogate:

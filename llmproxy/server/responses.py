@@ -28,29 +28,47 @@ from llmproxy.server.request_log import RequestLog, logger
 KEEPALIVE_SECONDS = 5.0  # Codex and Claude Code reset their idle timers on events; they wait minutes
 
 
+def goes_again(exc: Exception, lane: Lane, generation: Generation, log: RequestLog) -> bool:
+    """Whether a request whose attempt failed with ``exc``, while none of its answer has reached the
+    client, is tried again on its lane: the one retry rule of both ways to answer. An answer that could
+    not be used gets the route's second chances (``generation.retry``: llmproxy.proxy.Attempts, the rule
+    of every face); a pool member that failed hands the request to another (``lane.retry_elsewhere``)."""
+    if isinstance(exc, OutputParseError):
+        if not generation.retry(exc):
+            return False
+        log.retried(exc)
+    elif isinstance(exc, LLMProxyError) and lane.retry_elsewhere(exc):
+        log.moved(exc)
+    else:
+        return False
+    return True
+
+
 async def answer(request: Request, lane: Lane, generation: Generation, log: RequestLog) -> BaseModel:
     """The whole response at once."""
     async with watching(request) as watch:
         slot = await watch.enter(lane.admission)
         try:
             while True:
-                planned = await lane.plan(generation, log)
-                completion = await lane.generate(planned, watch, log)
                 try:
+                    planned = await lane.plan(generation, log)
+                    completion = await lane.generate(planned, watch, log)
                     return await lane.finish(generation, completion, log)  # may count with the backend: admitted
-                except OutputParseError as exc:
-                    if not generation.retry(exc):
+                except LLMProxyError as exc:
+                    if not goes_again(exc, lane, generation, log):
                         raise
-                    log.retried(exc)
         finally:
             slot.release()
 
 
 class EventStream(StreamingResponse):
-    """A server-sent event stream whose ``on_close`` always runs, however the stream ends.
+    """A server-sent event stream: the body's chunks sent as they come, and ``on_close`` run however the
+    stream ends, even one the client left before it started.
 
-    Starlette cancels the body iterator when the client disconnects, possibly before it ever
-    started (then its ``finally`` would never run); this runs the cleanup either way.
+    Sent by the task that answers the request, the client's disconnect cancelling it (a cancel scope,
+    so a step that must finish first, such as a worker thread's, does): Starlette's own way starts a
+    task group of two for every stream, which costs the first event a turn of the event loop, and more
+    under load.
     """
 
     media_type = "text/event-stream"
@@ -61,14 +79,27 @@ class EventStream(StreamingResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            with anyio.CancelScope() as sending:
+                listener = asyncio.ensure_future(self._stop_when_the_client_leaves(receive, sending))
+                try:
+                    await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+                    async for chunk in self.body_iterator:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                finally:
+                    listener.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await self.body_iterator.aclose()  # type: ignore[attr-defined]
                 await self._on_close()
 
+    async def _stop_when_the_client_leaves(self, receive: Receive, sending: anyio.CancelScope) -> None:
+        await self.listen_for_disconnect(receive)
+        sending.cancel()
 
-async def stream(request: Request, lane: Lane, generation: Generation, log: RequestLog) -> EventStream:
+
+async def stream(request: Request, lane: Lane, generation: Generation, log: RequestLog,
+                 escalate: Escalate | None = None) -> EventStream:
     """A server-sent event stream of the response.
 
     The request is planned and the backend's first delta awaited before the stream starts, so a
@@ -76,37 +107,60 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     and a model with fallbacks can hand it on. A face whose clients give up on a silent connection
     (``keepalive``: Codex, Claude Code) waits only ``KEEPALIVE_SECONDS`` for it: the stream then
     starts and sends a keep-alive event that often while the backend still reads the prompt (a
-    coding agent's first prompt takes minutes on a CPU). A failure after the stream started ends it
-    with the face's error event.
+    coding agent's first prompt takes minutes on a CPU). An attempt that fails while none of its answer
+    was sent goes again by ``goes_again``'s rule, before or after the stream started; a failure after
+    that ends the stream with the face's error event. The opening events go out with the first event
+    after them, so that an answer still unusable after its second chances, while nothing at all has
+    been sent, may be asked afresh of the model ``escalate`` names (its lane and generation), in the
+    same stream.
     """
     deltas: Any = None  # the lane's stream, once open
     slot: Slot | None = None  # the request's place in its lane, once admitted
     waiting: asyncio.Future | None = None  # the first delta, while the stream keeps the client waiting
 
-    async def release() -> None:
+    async def release_stream() -> None:
+        """Close the lane's stream, if one is open."""
+        nonlocal deltas, waiting
         if waiting is not None and not waiting.done():
             waiting.cancel()
             with contextlib.suppress(BaseException):
                 await waiting  # the lane's stream must be idle before it is closed
+        waiting = None
         if deltas is not None:
             await lane.close(deltas)
-        if slot is not None:
-            slot.release()
+            deltas = None
+
+    async def release() -> None:
+        try:
+            await release_stream()
+        finally:  # a stream that failed to close still gives its place back
+            if slot is not None:
+                slot.release()
 
     try:
         async with watching(request) as watch:
             slot = await watch.enter(lane.admission)
-            planned = await lane.plan(generation, log)
-            events = generation.chunks()
-            async with watch.interruptible():  # a client that leaves before the first token stops the wait
-                deltas = await lane.open(planned, watch)
-                waiting = asyncio.ensure_future(lane.next(deltas))
-                patience = KEEPALIVE_SECONDS if events.keeps_alive else None
-                await asyncio.wait({waiting}, timeout=patience)
-                first = None
-                if waiting.done():
-                    first, waiting = waiting.result(), None
-                    log.first_token()
+            while True:
+                try:
+                    planned = await lane.plan(generation, log)
+                    events = generation.chunks()
+                    first = None
+                    async with watch.interruptible():  # a client that leaves before the first token stops the wait
+                        deltas = await lane.open(planned, watch)
+                        if events.keeps_alive:  # the stream may have to start before the first delta is in
+                            waiting = asyncio.ensure_future(lane.next(deltas))
+                            await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
+                            if waiting.done():
+                                first, waiting = waiting.result(), None
+                        else:
+                            first = await lane.next(deltas)
+                    if waiting is None:
+                        log.first_token()
+                    break
+                except LLMProxyError as exc:
+                    if not goes_again(exc, lane, generation, log):
+                        raise
+                    await release_stream()
     except BaseException:
         with anyio.CancelScope(shield=True):
             await release()
@@ -114,54 +168,68 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     finished = False
 
     async def body() -> AsyncIterator[bytes]:
-        nonlocal finished, deltas, waiting
-        for event in events.opening():
-            yield event
+        nonlocal finished, deltas, waiting, lane, generation, events, slot
+        held = events.opening()  # sent with the first event after it
+
+        def out(sent: list[bytes]) -> bytes:
+            nonlocal held
+            sent, held = held + sent, []
+            return b"".join(sent)
+
         try:
-            delta = first if waiting is None else None
-            while waiting is not None:  # the backend still reads the prompt
-                await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
-                if waiting.done():
-                    delta, waiting = waiting.result(), None
-                    log.first_token()
-                else:
-                    yield events.keepalive()
-            again = False  # the answer starts afresh: a second chance, or another member of a pool
+            again = False  # the answer starts afresh: a second chance, another member of a pool, another model
+            escalated = False
             while True:
                 collector = Collector()
                 try:
                     if again:
-                        deltas = await lane.open(await lane.plan(generation, log), watch)
+                        planned = await lane.plan(generation, log)
+                        if escalated:  # another model's answer: its own events, nothing of the first one's sent
+                            events, escalated = generation.chunks(), False
+                            held = events.opening()
+                        deltas = await lane.open(planned, watch)
                         delta = await lane.next(deltas)
+                    else:
+                        delta = first
+                        while waiting is not None:  # the backend still reads the prompt
+                            await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
+                            if waiting.done():
+                                delta, waiting = waiting.result(), None
+                                log.first_token()
+                            else:
+                                yield out([events.keepalive()])
                     while delta is not None:
                         collector.add(delta)
                         sent = events.feed(delta.text)
                         if sent:
-                            yield b"".join(sent)  # one write to the client for all of a delta's events
+                            yield out(sent)  # one write to the client for all of a delta's events
                         delta = await lane.next(deltas)
                     response = await lane.finish(generation, collector.completion(), log)
                     break
-                # Only while nothing of the answer has been sent: what was sent stays.
-                except OutputParseError as exc:
-                    if events.sent_text or not generation.retry(exc):
+                except LLMProxyError as exc:
+                    if events.sent_text:  # what was sent stays: only an answer not begun goes again
                         raise
-                    log.retried(exc)
-                except LLMProxyError as exc:  # a pool's member failed (llmproxy.server.pools.lane)
-                    if events.sent_text or not lane.retry_elsewhere(exc):
-                        raise
-                    log.moved(exc)
-                await lane.close(deltas)
+                    if not goes_again(exc, lane, generation, log):
+                        after = escalate(exc) if escalate is not None and held else None
+                        if after is None:
+                            raise
+                        await release_stream()
+                        slot.release()
+                        slot = None
+                        lane, generation = after
+                        slot = await lane.admission.enter()
+                        again = escalated = True
+                        continue
+                await release_stream()
                 again = True
             log.answered(response)
-            for event in events.closing(response):
-                yield event
+            yield out(events.closing(response))
             generation.sent()
         except Exception as exc:  # noqa: BLE001 - every failure becomes the stream's error event
             if not isinstance(exc, LLMProxyError):
                 logger.exception("unexpected failure while streaming from %s", lane.backend.name)
             log.failed(exc)
-            for event in events.failure(exc):
-                yield event
+            yield out(events.failure(exc))
         finished = True
         log.emit()  # before the last bytes: a client that has read the whole stream finds its line written
         yield events.end

@@ -14,7 +14,6 @@ from llmproxy.backends._http import (
     PROBE_TIMEOUT,
     EventReader,
     HTTPClient,
-    PieceWatch,
     Timeouts,
     auth_headers,
     normalize_endpoint,
@@ -89,7 +88,9 @@ def test_auth_header_styles():
 
 
 @pytest.mark.parametrize("auth_type,key,words", [("bearer_token", None, "needs an auth_key"),
-                                                 ("basic", "k", "unknown auth_type")])
+                                                 ("basic", "k", "unknown auth_type"),
+                                                 ("bearer_token", "k1\r\nX-Injected: 1", "one line"),
+                                                 ("api_key", "k\u00e9y", "printable ASCII")])
 def test_bad_auth_configuration(auth_type, key, words):
     with pytest.raises(ConfigurationError, match=words):
         auth_headers(auth_type, key)
@@ -405,43 +406,3 @@ def test_the_servers_discovery_of_a_hung_backend_is_one_probe_waited_for_a_first
 def test_whole_events_in_one_read_give_what_the_line_reader_gives(chunk):
     """A read of whole one-line ``data:`` events takes a shorter way; byte by byte takes the long one."""
     assert read([chunk]) == read([chunk[i:i + 1] for i in range(len(chunk))])
-
-
-class _Pieces:
-    """A stream's body as ``PieceWatch`` sees it: pieces handed out when ``put``, or the watch's error."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue = asyncio.Queue()
-
-    def set_exception(self, exc: BaseException) -> None:
-        self.queue.put_nowait(exc)
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self) -> bytes:
-        piece = await self.queue.get()
-        if isinstance(piece, BaseException):
-            raise piece
-        return piece
-
-
-def test_piece_watch_fails_a_wait_that_lasts_not_a_slow_reader():
-    """Like a timeout around each wait: the time the reader spends elsewhere does not count."""
-
-    async def run() -> tuple[list[bytes], float]:
-        pieces = _Pieces()
-        watch = PieceWatch(pieces, 0.1, lambda: TimeoutError("silent"))
-        got = []
-        for _ in range(3):
-            pieces.queue.put_nowait(b"x")
-            got.append(await watch.next(pieces))
-            await asyncio.sleep(0.25)  # the reader is busy (a slow client), the backend has sent all it had
-        start = time.perf_counter()
-        with pytest.raises(TimeoutError, match="silent"):
-            await watch.next(pieces)
-        watch.stop()
-        return got, time.perf_counter() - start
-
-    got, waited = asyncio.run(run())
-    assert got == [b"x"] * 3 and 0.09 < waited < 2  # failed, not before its time (nor never)
