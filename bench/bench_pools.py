@@ -18,12 +18,17 @@ test run; issue 23).
                reached its client (an error status, or an error event first)
 
 Each proxy gets fresh members. Targets: 0 requests failed before they started (LiteLLM: counted), p99
-latency <= half of LiteLLM's, requests per live member proportional to its capacity (slots x rate x the
-time it lived) within 15 %. Everything shares the machine's cores: compare within one run.
+latency <= half of LiteLLM's, requests per live member proportional to its capacity (slots x rate) within
+15 %, in each half of the run (before the kill and after it). Everything shares the machine's cores:
+compare within one run.
 
 LiteLLM is not a dependency of llmproxy; install it in a venv of its own:
     python3.11 -m venv /tmp/litellm-venv && /tmp/litellm-venv/bin/pip install 'litellm[proxy]'
-Run: .venv/bin/python bench/bench_pools.py [--litellm /tmp/litellm-venv/bin/litellm] [--seconds 30]
+Run: .venv/bin/python bench/bench_pools.py [--litellm /tmp/litellm-venv/bin/litellm] [--seconds 30] [--speed 1]
+
+``--speed 0.25`` runs every member four times slower: the same load then needs a quarter of the CPU, so
+on a small machine the shares show the pool's rule (tests/test_pools_balance.py checks it in a
+simulation) rather than a proxy, fake members and clients that share too few cores.
 """
 
 from __future__ import annotations
@@ -139,8 +144,9 @@ class Member:
         return web.json_response({"finished": self.finished})
 
 
-def serve_member(port: int, name: str) -> None:
-    member = Member(*MEMBERS[name])
+def serve_member(port: int, name: str, speed: float) -> None:
+    slots, rate, behaviour = MEMBERS[name]
+    member = Member(slots, rate * speed, behaviour)
     app = web.Application()
     app.router.add_post("/completion", member.completion)
     app.router.add_post("/v1/chat/completions", member.chat)
@@ -214,7 +220,7 @@ async def load(port: int, body: bytes, clients: int, seconds: float, doomed: sub
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
     outcomes: dict[str, int] = {"ok": 0, "not_started": 0, "broken": 0}
     latencies: list[float] = []
-    finished: dict[str, int] = {}
+    halves: list[dict[str, int]] = []  # answers each live member finished before the kill, and after it
     deadline = time.perf_counter() + seconds
     timeout = aiohttp.ClientTimeout(total=120)
 
@@ -226,24 +232,30 @@ async def load(port: int, body: bytes, clients: int, seconds: float, doomed: sub
             if outcome == "ok":
                 latencies.append(took)
 
+    async def finished(session: aiohttp.ClientSession, names: tuple[str, ...]) -> dict[str, int]:
+        counts = {}
+        for name in names:
+            async with session.get(f"http://127.0.0.1:{members[name]}/stats") as response:
+                counts[name] = (await response.json())["finished"]
+        return counts
+
     async def kill_halfway(session: aiohttp.ClientSession) -> None:
         await asyncio.sleep(seconds / 2)
-        async with session.get(f"http://127.0.0.1:{members['doomed']}/stats") as response:
-            finished["doomed"] = (await response.json())["finished"]
+        halves.append(await finished(session, ("fast", "slow", "doomed")))
         doomed.send_signal(signal.SIGKILL)
 
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await asyncio.gather(*(client(session, number) for number in range(clients)), kill_halfway(session))
-        for name in ("fast", "slow"):
-            async with session.get(f"http://127.0.0.1:{members[name]}/stats") as response:
-                finished[name] = (await response.json())["finished"]
-    return {"outcomes": outcomes, "latencies": latencies, "finished": finished}
+        at_end = await finished(session, ("fast", "slow"))
+    halves.append({name: count - halves[0][name] for name, count in at_end.items()})
+    return {"outcomes": outcomes, "latencies": latencies, "halves": halves}
 
 
 def measure(name: str, start, options: argparse.Namespace, body: bytes) -> dict:  # noqa: ANN001
     ports = {member: free_port() for member in MEMBERS}
-    processes = {member: subprocess.Popen([sys.executable, __file__, "--member", member, "--port", str(port)])
+    processes = {member: subprocess.Popen([sys.executable, __file__, "--member", member, "--port", str(port),
+                                           "--speed", str(options.speed)])
                  for member, port in ports.items()}
     proxy_port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
@@ -262,23 +274,26 @@ def measure(name: str, start, options: argparse.Namespace, body: bytes) -> dict:
             for process in processes.values():  # fakes: the hung one would wait for its handlers for ever
                 process.kill()
                 process.wait(timeout=30)
-    outcomes, latencies, finished = result["outcomes"], result["latencies"], result["finished"]
-    # Capacity: slots x rate x the share of the run the member was alive.
-    capacity = {member: MEMBERS[member][0] * MEMBERS[member][1] * (0.5 if member == "doomed" else 1.0)
-                for member in finished}
-    served = sum(finished.values())
-    shares = {member: (finished[member] / served if served else 0.0, capacity[member] / sum(capacity.values()))
-              for member in finished}
+    outcomes, latencies = result["outcomes"], result["latencies"]
+    # Each half of the run on its own: the members alive in it, each with its capacity (slots x rate).
+    halves = []
+    for finished in result["halves"]:
+        capacity = {member: MEMBERS[member][0] * MEMBERS[member][1] for member in finished}
+        served = sum(finished.values())
+        halves.append({member: (finished[member] / served if served else 0.0,
+                                capacity[member] / sum(capacity.values())) for member in finished})
     p50 = statistics.median(latencies) if latencies else float("nan")
     p99 = percentile(latencies, 0.99) if latencies else float("nan")
     print(f"  {name:9} ok {outcomes['ok']:5}  failed before starting {outcomes['not_started']:4}  "
           f"broken mid-stream {outcomes['broken']:3}  p50 {p50 * 1000:6.0f} ms  p99 {p99 * 1000:6.0f} ms", flush=True)
-    print("            answers per live member (share of answers / share of capacity): " +
-          ", ".join(f"{member} {got:.0%}/{want:.0%}" for member, (got, want) in shares.items()), flush=True)
+    for half, shares in zip(("before the kill", "after it"), halves):
+        print(f"            answers per live member {half} (share of answers / share of capacity): " +
+              ", ".join(f"{member} {got:.0%}/{want:.0%} ({got / want:.2f})" for member, (got, want) in shares.items()),
+              flush=True)
     for error, count in sorted(collections.Counter(ERRORS).items(), key=lambda item: -item[1])[:5]:
         print(f"            {count} x {error}", flush=True)
     ERRORS.clear()
-    return {"name": name, "p99": p99, **outcomes, "shares": shares}
+    return {"name": name, "p99": p99, **outcomes, "halves": halves}
 
 
 def main() -> None:
@@ -287,15 +302,18 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--no-litellm", action="store_true", help="measure llmproxy alone")
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="every member's tokens/s times this: below 1, the proxies need less CPU to fill them")
     parser.add_argument("--member", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.member:
-        serve_member(options.port, options.member)
+        serve_member(options.port, options.member, options.speed)
         return
     body = json.dumps({**memgpt_request(), "stream": True}).encode()
     print(f"{options.clients} clients, streamed MemGPT requests ({len(body):,} bytes), {options.seconds:g} s each; "
-          f"members: " + ", ".join(f"{n} {s} slots {r:g} tok/s {b}" for n, (s, r, b) in MEMBERS.items()) +
+          "members: " + ", ".join(f"{n} {s} slots {r * options.speed:g} tok/s {b}"
+                                  for n, (s, r, b) in MEMBERS.items()) +
           f"; {os.cpu_count()} cores shared by all processes")
     results = [measure("llmproxy", start_llmproxy, options, body)]
     if not options.no_litellm:

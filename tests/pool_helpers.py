@@ -12,12 +12,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytest_httpserver import HTTPServer
-from server_helpers import answer_for, pieces
+from server_helpers import InstantBackend, answer_for, pieces, route
 from werkzeug import Request, Response
 
 from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.prompts import load_wrapper
 from llmproxy.route import Route
+from llmproxy.server.config import RouteLimits
+from llmproxy.server.lanes import LoopLane
+from llmproxy.server.pools.load import Load
+from llmproxy.server.pools.members import Member
 from llmproxy.server.pools.pool import Pool
 from llmproxy.server.pools.spec import MemberSpec, PoolSpec
 
@@ -40,6 +44,7 @@ class SlotServer:
         self.mode = "ok"
         self.hang_seconds = 3.0
         self.pace = 0.0  # seconds between events
+        self.unusable = 0  # answers that are no call at all, before the good ones
         self.bodies: list[dict[str, Any]] = []
         self.started = threading.Event()  # a generation has begun streaming
         self._killed = threading.Event()
@@ -81,7 +86,8 @@ class SlotServer:
         self.bodies.append(body)
         if self.mode == "hang":
             time.sleep(self.hang_seconds)
-        text = answer_for(body["prompt"], "send_message")
+        wrong, self.unusable = self.unusable > 0, max(0, self.unusable - 1)
+        text = "I would rather chat." if wrong else answer_for(body["prompt"], "send_message")
         return Response(self._events(text, len(body["prompt"]) // 4), content_type="text/event-stream")
 
     def _events(self, text: str, prompt_tokens: int) -> Iterator[str]:
@@ -169,13 +175,25 @@ def member_route(backend: LlamaCppBackend, name: str = "pool") -> Route:
     return Route(name=name, backend=backend, wrapper=load_wrapper("chatml").wrapper, context_window=4096)
 
 
-def pool_of(servers: list[SlotServer], name: str = "pool", *, imbalance: float = 2.0,
+def pool_of(servers: list[SlotServer], name: str = "pool", *, imbalance: float = 2.0, sticky: bool = True,
             first_token_timeout: float = 120.0, max_running: int = 8) -> tuple[dict[str, Route], dict[str, PoolSpec]]:
     """Routes and pools for ``create_app``: one model ``name`` whose members are ``servers`` (named m0, m1 ...);
     checked only when a test asks (``check``), so every report a test relies on is one it set."""
     members = tuple(MemberSpec(f"m{i}", member_route(server.backend(first_token_timeout), name), 1.0, max_running)
                     for i, server in enumerate(servers))
-    return {name: members[0].route}, {name: PoolSpec(members, imbalance=imbalance, poll_interval=3600)}
+    return {name: members[0].route}, {name: PoolSpec(members, imbalance=imbalance, poll_interval=3600, sticky=sticky)}
+
+
+def member(name: str, *, weight: float = 1.0, max_running: int = 8, load: Load | None = None,
+           in_flight: int = 0) -> Member:
+    """A member on an in-process backend, as the pool knows it: ``load`` reported when ``in_flight`` of
+    llmproxy's requests were on it."""
+    backend = InstantBackend()
+    lane = LoopLane(backend, name, RouteLimits(max_running))
+    made = Member(MemberSpec(name, route(backend), weight, max_running), lane, lambda: 0.0)
+    made.in_flight = in_flight
+    made.report(load)
+    return made
 
 
 def on_loop(server: Any, coroutine: Any) -> Any:

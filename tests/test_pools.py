@@ -223,3 +223,38 @@ def test_a_conversation_stays_on_its_member_until_it_is_much_busier_than_the_lea
             turn(4, user="alice")
             turn(5, user="alice")  # and stays where it went
             assert counts()[other] == after[other] + 2
+
+
+def test_without_stickiness_every_request_goes_to_the_less_loaded_member():
+    with slot_servers(2, slots=8) as servers:
+        routes, pools = pool_of(servers, sticky=False)
+        with running(routes, pools=pools) as server:
+            for busy in ((1, 0), (0, 1), (1, 0)):  # one busy slot more: well within a sticky bound of 2
+                servers[0].busy, servers[1].busy = busy
+                check(server)
+                before = [len(s.bodies) for s in servers]
+                ask(server, user="alice")
+                assert [len(s.bodies) - b for s, b in zip(servers, before)] == [busy[1], busy[0]]
+
+
+def test_a_request_whose_tokens_were_counted_by_a_member_that_died_unnoticed_goes_to_another():
+    with slot_servers(2) as (first, second):
+        routes, pools = pool_of([first, second])
+        with running(routes, pools=pools) as server:
+            check(server)
+            first.kill()  # the member that counts tokens, while both are up; no check has seen it die
+            assert ask(server).choices[0].message.tool_calls[0].function.name == "send_message"
+            assert len(second.bodies) == 1
+            assert [m["state"] for m in httpx.get(f"http://127.0.0.1:{server.port}/health").json()["models"]["pool"]
+                    ["members"]] == ["cooling_down", "up"]
+
+
+def test_a_second_chance_stays_on_its_member_when_it_is_the_last_one_up():
+    with slot_servers(2) as (gone, last):
+        routes, pools = pool_of([gone, last])
+        gone.kill()
+        last.unusable = 1  # its first answer is no call at all
+        with running(routes, pools=pools) as server:
+            check(server)
+            assert ask(server).choices[0].message.tool_calls[0].function.name == "send_message"
+    assert len(last.bodies) == 2 and "I would rather chat." in last.bodies[1]["prompt"]  # told what was wrong

@@ -33,13 +33,14 @@ first_token_timeout = 9
 max_queue = 3
 members = [{{ endpoint = "{first.url}" }}, {{ endpoint = "{second.url}", weight = 2, max_running = 4, name = "big" }}]
 sticky_imbalance = 5
+sticky = false
 ''')
         served = serving(path, {})
     pool = served.pools["qwen"]
     assert [(m.name, m.weight, m.max_running) for m in pool.members] == [("llamacpp-1", 1.0, 32), ("big", 2.0, 4)]
     assert [m.route.backend.endpoint for m in pool.members] == [first.url, second.url]
     assert all(m.route.backend.ahttp.timeouts.first_token == 9 for m in pool.members)
-    assert pool.imbalance == 5 and served.routes["qwen"] is pool.members[0].route
+    assert pool.imbalance == 5 and not pool.sticky and served.routes["qwen"] is pool.members[0].route
     assert served.limits["qwen"].max_running == 36 and served.limits["qwen"].max_queue == 3
 
 

@@ -7,20 +7,20 @@ import asyncio
 import random
 
 import pytest
+from pool_helpers import member
 from pytest_httpserver import HTTPServer
 from server_helpers import InstantBackend, route
 
 from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.backends.vllm import VLLMBackend
 from llmproxy.errors import BackendConnectionError, BackendHTTPError, BackendProtocolError, BackendTimeoutError
-from llmproxy.errors import ContextWindowExceededError, MembersDownError
+from llmproxy.errors import ContextWindowExceededError, MembersDownError, OverloadedError
 from llmproxy.server.config import RouteLimits
-from llmproxy.server.lanes import LoopLane
 from llmproxy.server.pools.choice import choose
 from llmproxy.server.pools.health import Health, member_failure
 from llmproxy.server.pools.load import Load, LoadReader, parse_prometheus, parse_slots
-from llmproxy.server.pools.members import Member
-from llmproxy.server.pools.spec import MemberSpec
+from llmproxy.server.pools.pool import Pool
+from llmproxy.server.pools.spec import MemberSpec, PoolSpec
 from llmproxy.server.pools.sticky import Affinities, client_key
 
 # As llama-server writes them: /slots (current and early-2024 field names) and /metrics with --metrics.
@@ -76,16 +76,6 @@ def test_a_member_that_does_not_answer_its_check_raises():
     reader = LoadReader(LlamaCppBackend("http://127.0.0.1:9", context_window=64))
     with pytest.raises(BackendConnectionError):
         asyncio.run(reader.read())
-
-
-def member(name: str, *, weight: float = 1.0, max_running: int = 8, load: Load | None = None,
-           in_flight: int = 0) -> Member:
-    backend = InstantBackend()
-    spec = MemberSpec(name, route(backend), weight, max_running)
-    made = Member(spec, LoopLane(backend, name, RouteLimits(max_running)), lambda: 0.0)
-    made.in_flight = in_flight  # when the report came
-    made.report(load)
-    return made
 
 
 def test_the_less_loaded_of_two_is_chosen_by_weighted_load_and_a_full_member_never():
@@ -176,3 +166,54 @@ def test_a_conversation_key_is_the_clients_own_where_it_sends_one():
     assert client_key({}, {"x-claude-code-session-id": "s1"}) == "session:s1"
     assert client_key({}, {"session_id": "codex"}) == "session:codex"
     assert client_key({"user": ""}, {}) is None
+
+
+def test_a_conversation_waits_for_its_full_member_while_within_the_bound():
+    affinities, rng = Affinities(), random.Random(1)
+    home, away = member("home", max_running=1, in_flight=1), member("away", max_running=1)
+    affinities.put("user:alice", "home")
+    assert home.full and choose([home, away], "user:alice", affinities, 2, rng) is home  # 1 busy + itself: waits
+    home.waiting = 1  # another request of hers waits for it already
+    assert choose([home, away], "user:alice", affinities, 2, rng) is away  # 3 above an idle member: moves
+
+
+def test_a_request_waiting_for_its_conversations_member_gets_it_when_it_frees():
+    async def scenario() -> None:
+        members = tuple(MemberSpec(name, route(InstantBackend()), 1.0, 1) for name in ("a", "b"))
+        pool = Pool("p", PoolSpec(members), RouteLimits(2))
+        home = await pool.take("user:alice", [])
+        other = await pool.take("user:bob", [])
+        pool.give_back(other)  # the other member is idle now
+        waiting = asyncio.ensure_future(pool.take("user:alice", []))
+        await asyncio.sleep(0.05)
+        assert not waiting.done() and home.waiting == 1 and home.load == 2  # the wait counts in its load
+        pool.give_back(home)
+        assert await waiting is home and home.waiting == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_request_finding_no_room_waits_a_minute_or_a_members_first_token_time_then_is_refused():
+    def pool_of_one(backend) -> Pool:
+        return Pool("p", PoolSpec((MemberSpec("a", route(backend), 1.0, 1),)), RouteLimits(1), clock=lambda: now[0])
+
+    now = [0.0]
+    short = LlamaCppBackend("http://127.0.0.1:9", first_token_timeout=5, context_window=64)
+    long = LlamaCppBackend("http://127.0.0.1:9", first_token_timeout=600, context_window=64)
+    assert pool_of_one(short).full_wait == 60 and pool_of_one(long).full_wait == 600
+
+    async def scenario() -> None:
+        pool = pool_of_one(InstantBackend())  # no first-token setting: 120 s
+        await pool.take(None, [])  # its only place
+        waiting = asyncio.ensure_future(pool.take(None, []))
+        await asyncio.sleep(0.01)
+        now[0] = 119.0
+        pool._notify()  # something changed: still no room, and time left
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        now[0] = 121.0
+        pool._notify()
+        with pytest.raises(OverloadedError, match="no member of the model 'p' had room for the request within 120 s"):
+            await waiting
+
+    asyncio.run(scenario())

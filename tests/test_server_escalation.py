@@ -85,3 +85,38 @@ def test_escalate_to_must_name_another_served_model(tmp_path, target, says):
     path.write_text(f'[models.a]\nbackend = "llamacpp"\ncontext_window = 64\nescalate_to = {target}\n')
     with pytest.raises(ConfigurationError, match=says):
         serving(path, {})
+
+
+def ask_streamed(server) -> list:
+    api = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    return list(api.chat.completions.create(model="small", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+                                            stream=True))
+
+
+def test_a_streamed_answer_that_sent_nothing_yet_is_escalated_in_the_same_stream(caplog):
+    # Without a grammar a call is sent only once checked: nothing of the small model's answer reached the
+    # client when it proved unusable, so the big model's answer is the stream's, from its first event.
+    small, big = Script(BAD), Script(GOOD)
+    with served(small, big, small="big") as server, caplog.at_level(logging.INFO, logger="llmproxy.server"):
+        chunks = ask_streamed(server)
+        metrics = httpx.get(f"http://127.0.0.1:{server.port}/metrics").text
+    assert len(small.prompts) == 3 and len(big.prompts) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert len({chunk.id for chunk in chunks}) == 1  # one answer, whichever model wrote it
+    calls = [call for chunk in chunks if chunk.choices for call in chunk.choices[0].delta.tool_calls or []]
+    assert calls[0].function.name == "add"
+    assert "".join(call.function.arguments or "" for call in calls) == '{"a": 2, "b": 3}'
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("chat.completions"))
+    assert "model=big" in line and "escalated=small>big" in line
+    assert 'llmproxy_escalations_total{model="small",to="big"} 1.0' in metrics
+
+
+def test_a_streamed_answer_whose_text_was_sent_is_not_escalated():
+    # The small model's words went out before its call proved unusable: they cannot be taken back, so the
+    # stream ends with the error event and the big model is not asked.
+    small, big = Script('Let me see. {"name": "fly_to_moon", "arguments": {}}'), Script(GOOD)
+    with served(small, big, small="big") as server:
+        with pytest.raises(openai.APIError, match="fly_to_moon"):
+            ask_streamed(server)
+    assert len(small.prompts) == 1 and big.prompts == []

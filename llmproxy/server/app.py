@@ -237,28 +237,35 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
             generation = kind.read(fields, service)
             asked = generation.route
             lane = service.lane(asked, key)
+
+            def escalate(exc: BaseException) -> tuple[Lane, Generation] | None:
+                """The lane and generation of the model that gets an answer left unusable, once per request."""
+                nonlocal escalated
+                after = service.escalation(generation.route, exc) if escalated is None else None
+                if after is None:
+                    return None
+                escalated = fallback_note(generation.route.name, exc)
+                log.escalating(after.name, exc)
+                log.serving(after, generation.stream)
+                return service.lane(after, key), generation.on_route(after)
+
             while True:
                 log.serving(generation.route, generation.stream)
                 try:
                     if generation.stream:  # the stream writes the log line
-                        return with_fallbacks(await stream(request, lane, generation, log), tried)
+                        return with_fallbacks(await stream(request, lane, generation, log, escalate), tried)
                     response = await answer(request, lane, generation, log)
                     break
-                except Exception as exc:
-                    if lane.retry_elsewhere(exc):  # a pool's member failed it before its answer began
-                        log.moved(exc)
-                        generation = generation.on_route(generation.route)
+                except Exception as exc:  # tried again on its own lane as far as it could be (responses.goes_again)
+                    escalation = escalate(exc)
+                    if escalation is not None:
+                        lane, generation = escalation
                         continue
-                    after = service.escalation(generation.route, exc) if escalated is None else None
-                    if after is not None:
-                        escalated = fallback_note(generation.route.name, exc)
-                        log.escalating(after.name, exc)
-                    else:
-                        after = service.fallback(asked, len(tried) + 1) if worth_falling_back(exc) else None
-                        if after is None:
-                            raise
-                        tried.append(fallback_note(generation.route.name, exc))
-                        log.fell_back(tried[-1])
+                    after = service.fallback(asked, len(tried) + 1) if worth_falling_back(exc) else None
+                    if after is None:
+                        raise
+                    tried.append(fallback_note(generation.route.name, exc))
+                    log.fell_back(tried[-1])
                     generation = generation.on_route(after)
                     lane = service.lane(after, key)
         except Cancelled:

@@ -50,6 +50,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
       { backend = "vllm", endpoint = "http://gpu3:8000", model = "Qwen/Qwen3-8B", name = "gpu3" },
     ]
     sticky_imbalance = 2          # a conversation leaves its member once it carries this many more requests
+    sticky = true                 # false: each request to the least loaded member, conversations or not
     escalate_to = "mixtral"       # an answer still unusable after the second chances is asked of it, once
 
     [aliases]                     # names clients send (glob patterns, first match wins) -> a model
@@ -139,6 +140,7 @@ class ModelConfig(_Strict):
     # A pool of interchangeable endpoints instead of one (llmproxy.server.pools), and its settings.
     members: list[MemberConfig] = Field(default_factory=list)
     sticky_imbalance: float = Field(default=2.0, ge=0)  # requests a conversation's member may carry above the least loaded
+    sticky: bool = True  # whether a conversation stays on its member (False: every request to the least loaded)
     poll_interval: float = Field(default=1.0, ge=0.1)  # seconds between two load and health checks of a member
     escalate_to: str | None = None  # the model that gets an answer still unusable after the second chances
 
@@ -297,7 +299,7 @@ def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits, PoolSpec
     if len({member.name for member in members}) != len(members):
         raise ConfigurationError("two members have the same name; give each its own")
     check_members(name, [(member.name, member.route) for member in members])
-    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval)
+    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval, model.sticky)
     running = model.max_running or sum(member.max_running for member in members)
     return members[0].route, RouteLimits(running, DEFAULT_MAX_QUEUE if model.max_queue is None else model.max_queue), pool
 

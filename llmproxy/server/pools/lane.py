@@ -3,7 +3,8 @@ to another member when its member fails before the answer reached the client.
 
 The server asks the pool for one of these per request (``Pool.lane``); ``answer`` and ``stream``
 (llmproxy.server.responses) use it as they use a single backend's lane. Its member is chosen when the
-request is planned (after it was read, before the backend is called) and kept for its second chances;
+request is planned, once its prompt is rendered and counted (any member counts alike), just before the
+backend is called, and kept for its second chances;
 a member that fails is taken out (llmproxy.server.pools.health), and ``retry_elsewhere`` tells the app
 (or a stream that has sent nothing of the answer yet) whether another member may take the request
 afresh: once per member, within twice the members' time to a first token; planned again, it goes to
@@ -60,15 +61,22 @@ class PoolLane(Lane):
     async def plan(self, generation: Generation, log: RequestLog) -> Planned:
         if self.member is not None and not self.member.health.up:  # it failed this request: another takes it
             self.release()
+        # Rendered and counted first (any member counts alike): a member's place is taken only for its
+        # own work, so the proxy's time per request does not keep a slot of a full member idle.
         if self.member is None:
-            self.member = await self.pool.take(self.key or request_key(generation), self.tried)
+            self.pool.candidates(self.tried)  # none left: say so before counting with one that is out
+        planned = await super().plan(generation, log)
+        if self.member is None:
+            key = (self.key or request_key(generation)) if self.pool.spec.sticky else None
+            self.member = await self.pool.take(key, self.tried)
             self.tried.append(self.member.name)
             log.member = self.member.name
-        return await super().plan(generation, log)
+        return planned
 
     def retry_elsewhere(self, error: BaseException) -> bool:
-        """Whether the request, failed by its member before any of its answer was sent, may go to another."""
-        if not self.tried or not member_failure(error) or self.pool.clock() - self.started > self.pool.retry_within:
+        """Whether the request, failed by its member (or by the one counting its tokens) before any of its
+        answer was sent, may go to another."""
+        if not member_failure(error) or self.pool.clock() - self.started > self.pool.retry_within:
             return False
         return any(member.health.up and member.name not in self.tried for member in self.pool.members)
 

@@ -26,6 +26,7 @@ class Member:
         self.reader = LoadReader(self.backend)
         self.reported: Load | None = None  # the backend's last report; None where it gives none
         self.in_flight = 0  # requests llmproxy has on it now
+        self.waiting = 0  # requests waiting in llmproxy for it to have room (their conversation's member)
         self._in_flight_at_report = 0
         self.requests = 0  # chosen for, in all
         self.failures = 0
@@ -36,11 +37,11 @@ class Member:
 
     @property
     def load(self) -> float:
-        """Requests on the backend now: its last report, plus those llmproxy sent since (a report is up
-        to a poll interval old), and never less than llmproxy's own."""
+        """Requests on the backend now (its last report, plus those llmproxy sent since: a report is up to
+        a poll interval old; never less than llmproxy's own), and those waiting in llmproxy for it."""
         if self.reported is None:
-            return self.in_flight
-        return max(self.in_flight, self.reported.total + self.in_flight - self._in_flight_at_report)
+            return self.in_flight + self.waiting
+        return max(self.in_flight, self.reported.total + self.in_flight - self._in_flight_at_report) + self.waiting
 
     @property
     def weighted_load(self) -> float:

@@ -30,8 +30,8 @@ from llmproxy.server.pools.sticky import Affinities
 
 logger = logging.getLogger("llmproxy.server")
 
-FULL_WAIT = 60.0  # seconds a request waits for a member with room before it is refused (429)
 DEFAULT_FIRST_TOKEN = 120.0  # a member's time to the first token where its backend has no such setting
+MIN_FULL_WAIT = 60.0  # seconds a request waits for a member with room at least, before it is refused (429)
 
 
 class Pool:
@@ -50,8 +50,12 @@ class Pool:
         self.admission = Admission(name, limits.max_running, limits.max_queue)
         self.affinities = Affinities()
         # A request moves to another member only while it has waited less than twice a member's time to
-        # the first token: once a silent member has cost it that long, a client is likely to give up.
-        self.retry_within = 2 * max(_first_token_limit(member.route.backend) for member in spec.members)
+        # the first token: once a silent member has cost it that long, a client is likely to give up. It
+        # waits for a member with room a minute, or as long as a member may take to its first token (one
+        # reading a long prompt for another request holds its slot that long), then it is refused (429).
+        first_token = max(_first_token_limit(member.route.backend) for member in spec.members)
+        self.retry_within = 2 * first_token
+        self.full_wait = max(MIN_FULL_WAIT, first_token)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -63,25 +67,36 @@ class Pool:
 
     async def take(self, key: str | None, tried: list[str]) -> Member:
         """A member for a request (counted in flight on it until ``give_back``), not one already ``tried``:
-        while every member that is up is full, the request waits for one to free, up to FULL_WAIT."""
-        deadline = self.clock() + FULL_WAIT
+        while the member chosen (or every member that is up) is full, the request waits for room, up to
+        ``full_wait``, counted in the load of the member it waits for."""
+        deadline = self.clock() + self.full_wait
         while True:
-            candidates = [member for member in self.members if member.health.up and member.name not in tried]
-            if not candidates:
-                raise self._down()
-            member = choose(candidates, key, self.affinities, self.spec.imbalance, self.rng)
-            if member is not None:
+            member = choose(self.candidates(tried), key, self.affinities, self.spec.imbalance, self.rng)
+            if member is not None and not member.full:
                 member.in_flight += 1
                 member.requests += 1
                 return member
             left = deadline - self.clock()
             if left <= 0:
-                raise OverloadedError(f"every member of the model {self.name!r} has been full for {FULL_WAIT:g} s (by "
-                                      "its own load report or its max_running); retry after the Retry-After seconds",
-                                      retry_after=1)
+                raise OverloadedError(f"no member of the model {self.name!r} had room for the request within "
+                                      f"{self.full_wait:g} s (by their load reports and max_running); retry after the "
+                                      "Retry-After seconds", retry_after=1)
             changed = self._changed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), left)
+            if member is not None:
+                member.waiting += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), left)
+            finally:
+                if member is not None:
+                    member.waiting -= 1
+
+    def candidates(self, tried: list[str]) -> list[Member]:
+        """The members up and not yet ``tried`` for a request; MembersDownError when there is none."""
+        members = [member for member in self.members if member.health.up and member.name not in tried]
+        if not members:
+            raise self._down()
+        return members
 
     def give_back(self, member: Member) -> None:
         member.in_flight -= 1

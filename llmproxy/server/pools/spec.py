@@ -25,11 +25,13 @@ class MemberSpec:
 @dataclass(frozen=True)
 class PoolSpec:
     """A pool: its members, how far a conversation's member may be busier than the least loaded before
-    the conversation moves, and how often members are checked."""
+    the conversation moves, how often members are checked, and whether conversations stay on their
+    member at all (``sticky``)."""
 
     members: tuple[MemberSpec, ...]
     imbalance: float = DEFAULT_IMBALANCE
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    sticky: bool = True
 
     @property
     def max_running(self) -> int:
