@@ -22,19 +22,20 @@ and ``free`` everywhere else.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from llmproxy.backends import backends_with
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.syntaxes.base import ChoosableFunction
-from llmproxy.types import FunctionMessage, ToolMessage, UserMessage, content_text
+from llmproxy.types import FunctionCall, FunctionMessage, ToolMessage, UserMessage, content_text
 
 if TYPE_CHECKING:
     from llmproxy.backends.base import Backend
     from llmproxy.prompts import Wrapper
     from llmproxy.route import Route
-    from llmproxy.syntaxes.base import AnswerShape, CallMode, Decide, GrammarChoice
+    from llmproxy.syntaxes.base import AnswerShape, CallMode, CallSyntax, Decide, GrammarChoice
     from llmproxy.types import ChatRequest
 
 DecideMode = Literal["free", "choose"]
@@ -96,18 +97,29 @@ def request_decide(route: Route, request: ChatRequest, call: CallMode) -> Decide
 
 
 def ranked_choice(choice: GrammarChoice, shape: AnswerShape, request: ChatRequest) -> GrammarChoice:
-    """``choice`` with what ranks the offered functions once a call is chosen: each one's own calls
-    grammar, and the text of the request (its last user message); as it was where there is one function,
-    more than ``MAX_RANKED_FUNCTIONS``, or no request text."""
+    """``choice`` with what is known of a call before it is written: each offered function's own calls
+    grammar and opening (what the syntax writes before the arguments), and the text of the request
+    (its last user message) that several functions are ranked by once a call is chosen; as it was where
+    there are more than ``MAX_RANKED_FUNCTIONS``, or several and no request text: the model names the
+    function then."""
     functions = shape.definitions
     asked = _request_text(request)
-    if not 1 < len(functions) <= MAX_RANKED_FUNCTIONS or not asked:
+    if len(functions) > MAX_RANKED_FUNCTIONS or (len(functions) > 1 and not asked):
         return choice
-    ranked = tuple(
+    known = tuple(
         ChoosableFunction(f.name, f.description or "",
-                          shape.syntax.grammar(replace(shape, call="required", allowed=(f.name,), decide="free")).text)
+                          shape.syntax.grammar(replace(shape, call="required", allowed=(f.name,), decide="free")).text,
+                          _opening(shape.syntax, f.name), f.parameters)
         for f in functions)
-    return replace(choice, functions=ranked, request=asked)
+    return replace(choice, functions=known, request=asked)
+
+
+def _opening(syntax: CallSyntax, name: str) -> str:
+    """What every call to ``name`` opens with as ``syntax`` writes calls: where two of them, with other
+    arguments, part."""
+    empty, other = (syntax.render_turn("", [FunctionCall(name=name, arguments=arguments)]).calls[0]
+                    for arguments in ("{}", '{"a": 1}'))
+    return os.path.commonprefix([empty, other])
 
 
 def _request_text(request: ChatRequest) -> str:

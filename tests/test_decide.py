@@ -192,15 +192,35 @@ def test_the_request_text_is_the_last_user_message_in_whatever_parts():
     assert plan(_request(parts), _route(ChoosingBackend())).params.choice_grammar.request == "Time in Tokyo?"
 
 
-@pytest.mark.parametrize("tools", [[WEATHER], [
-    {"type": "function", "function": {"name": f"tool_{n}", "parameters": {"type": "object"}}}
-    for n in range(MAX_RANKED_FUNCTIONS + 1)]])
-def test_one_function_or_more_than_can_be_ranked_leaves_the_name_to_the_model(tools):
+def test_more_functions_than_can_be_ranked_leave_the_name_to_the_model():
+    tools = [{"type": "function", "function": {"name": f"tool_{n}", "parameters": {"type": "object"}}}
+             for n in range(MAX_RANKED_FUNCTIONS + 1)]
     planned = plan(parse_request({"messages": ASK, "tools": tools}), _route(ChoosingBackend()))
     assert planned.params.choice_grammar.functions == ()
 
 
-def test_no_user_text_leaves_the_name_to_the_model():
+@pytest.mark.parametrize("messages", [ASK, [{"role": "system", "content": "Report the weather."}]])
+def test_one_function_is_known_before_its_call_is_written_with_or_without_request_text(messages):
+    planned = plan(parse_request({"messages": messages, "tools": [WEATHER]}), _route(ChoosingBackend()))
+    (weather,) = planned.params.choice_grammar.functions
+    assert weather.name == "get_weather" and weather.opening == '{"name": "get_weather", "arguments": {'
+    assert weather.parameters == WEATHER["function"]["parameters"]  # whose keys a call's draft proposes
+
+
+@pytest.mark.parametrize(("wrapper", "opening"), [
+    ("chatml-json", '{"name": "get_weather", "arguments": {'),
+    ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {'),
+])
+def test_each_function_opens_its_call_as_the_syntax_writes_calls_and_its_grammar_admits_that(wrapper, opening):
+    choice = plan(_request(), _route(ChoosingBackend(), wrapper=wrapper)).params.choice_grammar
+    weather, time = choice.functions
+    assert weather.opening == opening
+    assert time.opening == opening.replace("get_weather", "get_time")
+    rest = '"city": "Paris"}}' + ("\n</tool_call>" if wrapper == "hermes" else "")
+    assert accepts(weather.calls, weather.opening + rest)
+
+
+def test_no_user_text_among_several_functions_leaves_the_name_to_the_model():
     messages = [{"role": "system", "content": "Report the weather."}]
     assert plan(_request(messages), _route(ChoosingBackend())).params.choice_grammar.functions == ()
 
@@ -224,6 +244,13 @@ def test_a_chosen_call_is_constrained_to_the_ranked_function_and_an_answer_is_no
     expected = {"get_time": choice.functions[1].calls, "answer": choice.answer}[grammar]
     assert sampler._sampler.text == expected
     assert ranked == (["Weather in Paris?"] if grammar != "answer" else [])
+
+
+def test_the_one_function_offered_needs_no_ranking():
+    choice = plan(parse_request({"messages": ASK, "tools": [WEATHER]}), _route(ChoosingBackend())).params.choice_grammar
+    sampler = ChoosingSampler(choice, np.array([True, False]), None, _Sampler, lambda asked: pytest.fail("ranked"))
+    sampler.called = True
+    assert sampler._chosen_grammar() == choice.functions[0].calls and sampler.function == choice.functions[0]
 
 
 # --- the embedded sampler's choice ------------------------------------------------------------

@@ -8,6 +8,8 @@ choice's ``call_bias``, is the greater; from then on the answer is sampled under
 as any grammar is. Where several functions are offered, a call is to the one the model ranks first
 for the request (llmproxy.backends._function_ranking). The choice reads the raw logits, so it does not
 depend on the seed or the temperature: the same conversation is decided the same way every time.
+
+Once the function is known, so is much of its call: llmproxy.backends._call_draft proposes it as a draft.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from llmproxy.syntaxes.base import GrammarChoice
+from llmproxy.syntaxes.base import ChoosableFunction, GrammarChoice
 
 
 def call_starts(pieces: Sequence[str], triggers: Sequence[str]) -> np.ndarray:
@@ -62,6 +64,7 @@ class ChoosingSampler:
         self._rank = rank  # which of the choice's functions a call is to (llmproxy.backends._function_ranking)
         self._sampler: Any = None  # the chosen grammar's, from the first step on
         self.called: bool | None = None  # what was chosen, once it has been
+        self.function: ChoosableFunction | None = None  # what a chosen call is to, where that is known
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
         if self._sampler is None:
@@ -75,9 +78,10 @@ class ChoosingSampler:
         choice = self._choice
         if not self.called:
             return choice.answer
-        if choice.functions:
-            return choice.functions[self._rank(choice)].calls
-        return choice.calls
+        if not choice.functions:
+            return choice.calls  # the model names the function
+        self.function = choice.functions[self._rank(choice) if len(choice.functions) > 1 else 0]
+        return self.function.calls
 
     def close(self) -> None:
         if self._sampler is not None:
@@ -88,3 +92,4 @@ class ChoosingSampler:
 
     def __del__(self) -> None:
         self.close()
+

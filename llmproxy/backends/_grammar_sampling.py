@@ -8,7 +8,8 @@ exactly what the grammar admits, and the usual case - the model already follows 
 nothing.
 
 A ``GrammarChoice`` in place of the grammar makes the first step a choice between two grammars, from
-the model's raw logits (llmproxy.backends._choice_sampling).
+the model's raw logits (llmproxy.backends._choice_sampling), and a call to a known function then has
+what is known of it proposed as a draft (llmproxy.backends._call_draft).
 
 The same class hands each sampled token, with the logits it was drawn from, to ``on_sample`` when one is
 set: the embedded backend's logprobs, without llama-cpp-python's ``logits_all`` buffer (n_ctx x vocab).
@@ -19,13 +20,14 @@ string ended from one that ended on an end-of-generation token: llama-cpp-python
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import llama_cpp
 import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 
+from llmproxy.backends._call_draft import CallDraft
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker
 from llmproxy.syntaxes.base import GrammarChoice
@@ -64,20 +66,39 @@ class GrammarCheckedLlama(Llama):
             self.on_sample(token, np.ctypeslib.as_array(logits, shape=(self.n_vocab(),)))
         return token
 
+    def eval(self, tokens: Sequence[int]) -> None:
+        draft = self.draft_model
+        if not isinstance(draft, CallDraft) or not draft.proposed:
+            super().eval(tokens)
+            return
+        # The token drawn and a draft after it: every place's logits are sampled from, to check the draft.
+        draft.proposed = 0
+        self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+        self._batch.set_batch(batch=tokens, n_past=self.n_tokens, logits_all=True)
+        self._ctx.decode(self._batch)
+        self.input_ids[self.n_tokens:self.n_tokens + len(tokens)] = tokens
+        self.n_tokens += len(tokens)
+        self._requires_eval = False
+
     def _init_sampler(self, *args: Any, grammar: LlamaGrammar | GrammarChoice | None = None, **kwargs: Any) -> Any:
         chain = super()._init_sampler(*args, grammar=None, **kwargs)
+        self.draft_model = None  # a draft belongs to one generation
         if grammar is None:
             return chain
         if isinstance(grammar, GrammarChoice):  # passed through create_completion's grammar argument
-            return ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
-                                   lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()),
-                                   self._rank_functions)
+            sampler = ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
+                                      lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()),
+                                      self._rank_functions)
+            self.draft_model = CallDraft(
+                lambda: sampler.function, self.detokenize,
+                lambda text: self.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+            return sampler
         return _DrawFirstSampler(chain, self._model.vocab, grammar._grammar, self.n_vocab())
 
     def _rank_functions(self, choice: GrammarChoice) -> int:
         """The index of the choice's function that its request is for, by a ranker loaded on first use."""
         if self._ranker is None:
-            self._ranker = FunctionRanker(self.model_path, self.n_threads)
+            self._ranker = FunctionRanker(self._model, self.n_threads)
         return self._ranker.best(choice.request, [(f.name, f.description) for f in choice.functions])
 
     def close(self) -> None:

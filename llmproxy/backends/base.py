@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from llmproxy.syntaxes.base import GrammarChoice, LazyGrammar
@@ -70,10 +70,10 @@ class Completion:
     stop_word: str | None = None
 
 
-@dataclass(frozen=True)
-class StreamDelta:
+class StreamDelta(NamedTuple):
     """One piece of a streamed generation; the last one carries ``finish_reason`` (and counts, and the
-    stop string that ended it, if known)."""
+    stop string that ended it, if known). A named tuple: one is made for every token a server relays,
+    at a third of a frozen dataclass's cost."""
 
     text: str
     finish_reason: FinishReason | None = None

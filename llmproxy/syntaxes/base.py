@@ -95,19 +95,24 @@ class GrammarChoice:
     answer: str
     triggers: tuple[str, ...]
     call_bias: float = 0.0
-    # Where several functions are offered: each one's own calls grammar, and the request they are ranked
-    # by once a call is chosen (llmproxy.backends._function_ranking); the call is then to the best.
+    # Where the function a call is to can be known before the call is written: each offered function's own
+    # calls grammar, and, where there are several, the request they are ranked by once a call is chosen
+    # (llmproxy.backends._function_ranking); the call is then to the best.
     functions: tuple[ChoosableFunction, ...] = ()
     request: str = ""
 
 
 @dataclass(frozen=True)
 class ChoosableFunction:
-    """One offered function as ``GrammarChoice`` ranks it: what it is for, and the grammar of calls to it."""
+    """One offered function as ``GrammarChoice`` ranks it: what it is for, the grammar of calls to it, the
+    text such a call opens with as the syntax writes calls (up to its arguments), and the JSON schema of
+    its arguments (whose keys the grammar asks for in order)."""
 
     name: str
     description: str
     calls: str
+    opening: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
