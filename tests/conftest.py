@@ -7,6 +7,10 @@ Ground rules, for every test and every process a test starts:
   so neither ~/.config/llmproxy nor a variable can change an outcome.
 - A test that uses the real model carries the ``model`` marker, so ``pytest -m "not model"`` is a fast
   loop; one that uses the model without it fails (tests/model_guard/ explains how it is noticed).
+
+The suite runs in pytest-xdist workers (pyproject's ``addopts``), each a process of its own that runs
+this file, so the rules hold in every worker; tests share a worker's expensive fixtures (the model, a
+running server) and never depend on one another's order.
 """
 
 from __future__ import annotations
@@ -49,7 +53,18 @@ def _isolate_from_the_developer() -> None:
     os.environ["PYTEST_MODEL_USE_LOG"] = str(MODEL_USE_LOG)
 
 
+def _share_the_cores_among_workers() -> None:
+    """Each pytest-xdist worker's llama.cpp gets its share of the cores (one each with two workers on two
+    cores). llama.cpp's threads meet at a barrier after every step of the model and spin there while
+    they wait; a thread whose partner shares a core with another worker spins away its time slice, and
+    a generation ran 3-10x slower on a busy 2-core machine than on one thread. Set before llama_cpp
+    (and so OpenMP) is loaded, here and in every process a test starts."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # xdist sets it before this file runs
+    os.environ["OMP_THREAD_LIMIT"] = str(max(1, (os.cpu_count() or 1) // workers))
+
+
 _isolate_from_the_developer()
+_share_the_cores_among_workers()
 
 import llama_cpp  # noqa: E402  (these imports follow the isolation)
 from model_guard.model_use import watch_llama  # noqa: E402
@@ -91,6 +106,17 @@ def pytest_runtest_makereport(item, call):
                            "or in a process it started) but is not marked: add @pytest.mark.model, so that "
                            "`pytest -m \"not model\"` stays a fast loop.")
     return report
+
+
+# --- the order of the run --------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that run the model first, each kept whole: they hold the longest tests, and workers,
+    which take a module at a time (pyproject's ``--dist loadscope``), end together when the longest
+    modules start early rather than last."""
+    use_the_model = {item.path for item in items if item.get_closest_marker("model")}
+    items.sort(key=lambda item: item.path not in use_the_model)  # stable: each module keeps its order
 
 
 # --- shared fixtures -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ JSON schema without any model.
 from __future__ import annotations
 
 import ctypes
+import functools
 import random
 
 import llama_cpp
@@ -16,18 +17,24 @@ import numpy as np
 from llmproxy.grammar import _validation, validate_grammar
 
 
+@functools.cache
+def _vocab():
+    """The vocabulary the grammars are checked with, looked up once: each lookup searches sys.path for the
+    bundled model, which took most of a walk's time."""
+    return _validation._vocab()
+
 
 def tokenize(text: str) -> list[int]:
     data = text.encode()
     buf = (llama_cpp.llama_token * (len(data) + 8))()
-    n = llama_cpp.llama_tokenize(_validation._vocab(), data, len(data), buf, len(buf), False, False)
+    n = llama_cpp.llama_tokenize(_vocab(), data, len(data), buf, len(buf), False, False)
     assert n >= 0
     return list(buf[:n])
 
 
 def piece(token: int) -> bytes:
     buf = ctypes.create_string_buffer(64)
-    n = llama_cpp.llama_token_to_piece(_validation._vocab(), token, buf, 64, 0, False)
+    n = llama_cpp.llama_token_to_piece(_vocab(), token, buf, 64, 0, False)
     return buf.raw[:n]
 
 
@@ -36,7 +43,7 @@ class Walker:
 
     def __init__(self, text: str) -> None:
         validate_grammar(text)
-        self.sampler = llama_cpp.llama_sampler_init_grammar(_validation._vocab(), text.encode(), b"root")
+        self.sampler = llama_cpp.llama_sampler_init_grammar(_vocab(), text.encode(), b"root")
 
     def allowed(self, tokens: list[int]) -> list[int]:
         data = np.zeros(len(tokens), dtype=[("id", np.intc), ("logit", np.single), ("p", np.single)])
@@ -63,7 +70,7 @@ class Walker:
 
 
 def eos() -> int:
-    return llama_cpp.llama_vocab_eos(_validation._vocab())
+    return llama_cpp.llama_vocab_eos(_vocab())
 
 
 def accepts(text_grammar: str, text: str) -> bool:
@@ -79,13 +86,19 @@ _ALPHABET = [chr(c) for c in range(32, 127)] + ["\n", "\t", "é", "日", "🎉",
 CLOSERS = {b'"', b"}", b"]"}
 
 
+@functools.cache
+def _pieces(literals: str) -> dict[int, bytes]:
+    """The tokens of single characters (those of ``literals`` too) and a few words, and their bytes."""
+    return {t: piece(t) for s in sorted({*_ALPHABET, *literals}) for t in tokenize(s)}  # sorted: no hash-seed luck
+
+
 def sample(text_grammar: str, rng: random.Random, literals: str = "", limit: int = 3000,
            words: tuple[str, ...] = ()) -> str:
     """A random text the grammar admits: walk it over single characters (those of ``literals`` too)
     and a few words, pushing towards closing quotes and brackets as the text grows so the walk ends.
     ``words`` (markers such as ``</think>``) are tried whole now and then, where the grammar allows
     them: a walk over single characters would almost never spell one."""
-    pieces = {t: piece(t) for s in sorted({*_ALPHABET, *literals}) for t in tokenize(s)}  # sorted: no hash-seed luck
+    pieces = _pieces(literals)
     candidates, end = [*pieces, eos()], eos()
     walker, out = Walker(text_grammar), b""
     for step in range(limit):
