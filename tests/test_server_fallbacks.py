@@ -59,8 +59,26 @@ def test_a_backend_silent_before_its_first_token_falls_back_in_its_own_time():
             assert response.llmproxy["fallbacks"] == [{"model": "hung", "error": "backend_timeout"}]
 
 
+class HeldBackend(InstantBackend):
+    """Answers only once released, so a test knows its one place is taken for as long as it needs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answering, self.release = threading.Event(), threading.Event()
+
+    def complete(self, prompt, params):
+        self.answering.set()
+        self.release.wait(30)
+        return super().complete(prompt, params)
+
+    def stream(self, prompt, params):
+        self.answering.set()
+        self.release.wait(30)
+        yield from super().stream(prompt, params)
+
+
 def test_a_full_queue_falls_back_and_the_chain_is_tried_in_order(closed_port_url):
-    busy = InstantBackend(delay=0.3)  # holds its one place for a while
+    busy = HeldBackend()
     routes = {"busy": route(busy, "busy"), "down": route(LlamaCppBackend(closed_port_url, context_window=4096), "down"),
               "backup": route(InstantBackend(), "backup")}
     limits = {"busy": RouteLimits(max_running=1, max_queue=0)}
@@ -68,9 +86,12 @@ def test_a_full_queue_falls_back_and_the_chain_is_tried_in_order(closed_port_url
         first = threading.Thread(target=lambda: client(server).chat.completions.create(
             model="busy", messages=HI, tools=MEMGPT_TOOLS, stream=False))
         first.start()
-        time.sleep(0.15)  # the first request holds the busy model's only place
-        response = client(server).chat.completions.create(model="busy", messages=HI, tools=MEMGPT_TOOLS)
-        first.join()
+        assert busy.answering.wait(30)  # the first request holds the busy model's only place
+        try:
+            response = client(server).chat.completions.create(model="busy", messages=HI, tools=MEMGPT_TOOLS)
+        finally:
+            busy.release.set()
+            first.join()
         assert response.llmproxy["fallbacks"] == [{"model": "busy", "error": "queue_full"},
                                                   {"model": "down", "error": "backend_unreachable"}]
 
