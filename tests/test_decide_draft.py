@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from llmproxy.backends._call_draft import ArgumentsScanner, CallDraft
+from llmproxy.backends._call_draft import ArgumentsScanner, CallDraft, CallStyle
 from llmproxy.syntaxes.base import ChoosableFunction
 
 OPENING = '{"name": "get_weather", "arguments": {'
@@ -35,9 +35,9 @@ PROMPT = "PROMPT"
 class Answer:
     """A CallDraft fed an answer as llama-cpp-python feeds it: the prompt and the tokens drawn so far."""
 
-    def __init__(self, function: ChoosableFunction | None) -> None:
+    def __init__(self, function: ChoosableFunction | None, style: CallStyle | None = None) -> None:
         self.draft = CallDraft(lambda: function, lambda tokens: "".join(map(chr, tokens)).encode("utf-8"),
-                               lambda text: [ord(c) for c in text])
+                               lambda text: [ord(c) for c in text], style)
         self.written = ""
 
     def write(self, text: str) -> str:
@@ -130,6 +130,69 @@ def test_nested_objects_and_arrays_of_objects_have_their_own_keys_and_spacing():
     assert _after(EVENT, guests + 'name": "Ana", "seats": 2}, {"name": "Bo", "seats": 1}],') == '\n  "note": "'
 
 
+def test_the_next_calls_first_key_is_proposed_with_its_opening_spaced_as_the_last_call_was():
+    style = CallStyle()  # one per loaded model
+    first = Answer(FORECAST, style)
+    assert first.write("{") == '"name": "get_weather", "arguments": {'  # no call seen: the opening only
+    first.write('"name": "get_weather", "arguments": {\n    "city": "Paris",\n    "unit": "celsius"\n}\n}')
+    assert Answer(FORECAST, style).write("{") == '"name": "get_weather", "arguments": {\n    "city": "'
+    other = ChoosableFunction("convert", "", "", OPENING.replace("get_weather", "convert"),
+                              {"type": "object", "properties": {"amount": {"type": "number"}}})
+    assert Answer(other, style).write("{") == '"name": "convert", "arguments": {\n    "amount":'  # not a string
+    compact = Answer(FORECAST, style)  # a model that spaces otherwise: what it writes is followed from then on
+    compact.write(OPENING + '"city":"Paris",')
+    assert compact.write("") == '"unit":"'
+    assert Answer(FORECAST, style).write("{") == '"name": "get_weather", "arguments": {"city":"'
+    assert Answer(FORECAST).write("{") == '"name": "get_weather", "arguments": {'  # each style its own
+
+
+# --- what the grammar all but forces: an enum's value, the closing braces ---------------------------
+
+FORECAST = ChoosableFunction("get_weather", "", "root ::= ...", OPENING, {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"]})
+
+
+def test_an_enum_value_is_proposed_once_only_one_fits_what_was_written():
+    assert _after(WEATHER, OPENING + '"city": "Paris", "unit": "') == ""  # two fit: the model's choice
+    assert _after(WEATHER, OPENING + '"city": "Paris", "unit": "c') == 'elsius"'
+    assert _after(WEATHER, OPENING + '"city": "Paris", "unit": "fahr') == 'enheit"'
+    assert _after(WEATHER, OPENING + '"city": "Paris", "unit": "k') == ""  # none fits: the grammar's business
+    assert _after(WEATHER, OPENING + '"city": "P') == ""  # no enum
+
+
+def test_an_enum_with_characters_json_escapes_is_not_proposed():
+    odd = ChoosableFunction("f", "", "", OPENING, {"type": "object", "properties": {
+        "say": {"enum": ['a "quote"', "a \\ slash", "caf\u00e9"]}}})
+    for written in ('"say": "a \\"', '"say": "a \\\\', '"say": "caf'):
+        assert _after(odd, OPENING + written) == ""
+
+
+@pytest.mark.parametrize(("written", "proposed"), [
+    ('\n    "city": "Paris",\n    "unit": "celsius"', "\n}\n}"),  # keys on lines of their own: so are the braces
+    ('\n    "city": "Paris",\n    "unit": "celsius"\n', "}\n}"),  # the spacing written
+    ('"city": "Paris", "unit": "celsius"', "}}"),  # compact
+    ('"city": "Paris", "unit": "celsius" ', ""),  # spaced otherwise than guessed: no guess
+    ('\n    "city": "Paris",\n    "unit": "c', 'elsius"\n}\n}'),  # the enum's rest, then the braces
+    ('\n    "city": "Paris",\n    "unit": "celsius"\n}', "\n}"),  # the call's brace spaced as the arguments'
+    ('"city": "Paris", "unit": "celsius"}', "}"),
+    ('"city": "Paris", "unit": "celsius"}}', ""),  # all closed
+    ('"city": "Paris", "unit": "celsius"} ', ""),  # spaced otherwise
+])
+def test_after_the_last_property_the_closing_braces_are_proposed_spaced_as_the_keys(written, proposed):
+    assert _after(FORECAST, OPENING + written) == proposed
+
+
+def test_no_closing_is_proposed_before_the_last_property_or_inside_its_value():
+    assert _after(FORECAST, OPENING + '"city": "Paris"') == ""  # "unit" may follow
+    assert _after(WEATHER, OPENING + '"city": "Paris", "unit": "celsius"') == ""  # "days" may follow
+    assert _after(WEATHER, OPENING + '"city": "Paris", "hourly": tru') == ""  # a scalar being written
+    assert _after(WEATHER, OPENING + '\n  "city": "Paris",\n  "hourly": true\n') == "}\n}"  # its end shown by spacing
+    start = OPENING.replace("get_weather", "create_event") + '"title": "Dentist", "note": "x", "start": {"date": "d"'
+    assert _after(EVENT, start) == ""  # the last property of an inner object: only the arguments' end is guessed
+
+
 def test_text_inside_strings_is_not_read_as_structure():
     tricky = '"city": "Paris, {\\"France\\"}: [1, \\\\",'
     assert _after(WEATHER, OPENING + tricky) == '"unit": "'
@@ -164,4 +227,4 @@ def test_what_is_proposed_does_not_depend_on_how_the_text_came_in_pieces():
 def test_a_scanner_needs_no_schema_to_follow_the_text_but_proposes_no_key_without_one():
     scanner = ArgumentsScanner({})
     scanner.feed(b'"a": 1, ')
-    assert scanner.next_key() == ""
+    assert scanner.next_text() == ""

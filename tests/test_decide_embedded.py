@@ -286,7 +286,7 @@ def test_a_draft_the_sampler_does_not_draw_is_never_written(route, reads, monkey
         monkeypatch.setattr("llmproxy.decide._opening",
                             lambda syntax, name: f'{{"name": "{name}", "arguments": {{"zzz": "zzz')
     else:
-        monkeypatch.setattr(ArgumentsScanner, "next_key", lambda self: 'zzz": "zzz", "unit": "kelvin"}')
+        monkeypatch.setattr(ArgumentsScanner, "next_text", lambda self: 'zzz": "zzz", "unit": "kelvin"}')
     response = _ask_weather(route, seed=1)
     (call,) = response.choices[0].message.tool_calls
     jsonschema.validate(json.loads(call.function.arguments), WEATHER["parameters"])

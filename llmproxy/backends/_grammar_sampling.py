@@ -27,7 +27,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 
-from llmproxy.backends._call_draft import CallDraft
+from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker
 from llmproxy.syntaxes.base import GrammarChoice
@@ -48,6 +48,7 @@ class GrammarCheckedLlama(Llama):
         self._pieces: list[str] | None = None  # each token's text, read when a choice first needs it
         self._starts: dict[tuple[str, ...], np.ndarray] = {}
         self._ranker: FunctionRanker | None = None
+        self._call_style = CallStyle()  # how this model spaces its calls, for the drafts of the next
 
     def ending_text(self) -> bytes | None:
         """The text of the tokens drawn, as llama-cpp-python matches stop strings against it; None when
@@ -91,7 +92,7 @@ class GrammarCheckedLlama(Llama):
                                       self._rank_functions)
             self.draft_model = CallDraft(
                 lambda: sampler.function, self.detokenize,
-                lambda text: self.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+                lambda text: self.tokenize(text.encode("utf-8"), add_bos=False, special=False), self._call_style)
             return sampler
         return _DrawFirstSampler(chain, self._model.vocab, grammar._grammar, self.n_vocab())
 
