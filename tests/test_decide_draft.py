@@ -228,3 +228,40 @@ def test_a_scanner_needs_no_schema_to_follow_the_text_but_proposes_no_key_withou
     scanner = ArgumentsScanner({})
     scanner.feed(b'"a": 1, ')
     assert scanner.next_text() == ""
+
+
+ODD_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"enum": ["x", "xy", 3, None]}, "b": {"const": "k"},
+                                      "c": {"type": "array", "items": {"enum": ["p", "q"]}}}},
+    {"type": "object", "properties": {"a": {"enum": []}, "b": {"const": 5},
+                                      "n": {"type": "object", "properties": {"z": {"enum": ["zz"]}}}}},
+    {"type": "object", "properties": {}}, {}, {"properties": "junk"},
+    {"type": "object", "properties": {"a": "not a schema", "b": {"enum": "not a list"}}},
+]
+
+
+def test_any_text_under_any_schema_gets_a_proposal_or_none_never_an_error():
+    # The scanner runs inside the model's sampling loop: whatever a grammar lets through, and whatever a
+    # client's schema says, it must answer with a text (perhaps empty), never raise.
+    pieces = list('{}[]":, \n\t\\abxyzkpq0123') + ['"a"', '"b"', '"c"', '"n"', '"z"', "é", "\u2028"]
+    rng = random.Random(1)
+    style = CallStyle()
+    for _ in range(3000):
+        scanner = ArgumentsScanner(rng.choice(ODD_SCHEMAS), rng.choice(["", "}", "}}"]),
+                                   style if rng.random() < 0.5 else None)
+        for _ in range(rng.randint(1, 20)):
+            scanner.feed("".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))).encode())
+            assert isinstance(scanner.next_text(), str)
+
+
+def test_a_draft_that_fails_lets_the_answer_go_on_without_drafts(monkeypatch, caplog):
+    def broken(self):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(ArgumentsScanner, "next_text", broken)
+    answer = Answer(WEATHER)
+    assert answer.write(OPENING) == ""  # the opening written, the scanner asked: it fails
+    assert "drafting a call failed" in caplog.text
+    monkeypatch.undo()
+    assert answer.write('"city": "Paris",') == ""  # and is not asked again in this answer
+    assert Answer(WEATHER).write(OPENING + '"city": "Paris",') == '"unit": "'  # the next answer drafts again

@@ -22,6 +22,7 @@ guess the model does not take costs the reading of the tokens proposed after it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from llmproxy.syntaxes.base import ChoosableFunction
+
+log = logging.getLogger(__name__)
 
 _SPACE = frozenset(b" \t\n\r")
 
@@ -53,12 +56,17 @@ class CallDraft:
         self._written = b""  # and their text
         self._arguments: ArgumentsScanner | None = None  # reading the arguments, once the opening is written
         self.proposed = 0  # how many tokens the last call proposed, not yet read
+        self._failed = False  # whether drafting failed (a bug): the answer then goes on without drafts
 
     def __call__(self, input_ids: np.ndarray) -> np.ndarray:
         if self._start is None:
             self._start = len(input_ids) - 1  # first called with the prompt and the first token drawn
-        function = self._function()
-        rest = self._rest(function, self._new_text(input_ids)) if function else ""
+        try:
+            function = self._function()
+            rest = self._rest(function, self._new_text(input_ids)) if function and not self._failed else ""
+        except Exception:  # noqa: BLE001 - a draft only saves time: its failure must not fail the answer
+            log.exception("drafting a call failed; the answer goes on without drafts")
+            self._failed, rest = True, ""
         draft = self._tokens(rest) if rest else []
         self.proposed = len(draft)
         return np.array(draft, dtype=np.intc)
@@ -282,7 +290,9 @@ class _Level:
         """Whether the last key written is the schema's last property, after which the grammar allows only
         the end of the object."""
         properties = self.schema.get("properties")
-        return isinstance(properties, Mapping) and bool(self.keys) and list(properties)[-1] == self.keys[-1]
+        if not isinstance(properties, Mapping) or not properties or not self.keys:
+            return False
+        return list(properties)[-1] == self.keys[-1]
 
     def value_enum(self) -> list[str]:
         """The enum of the value being written here, where its values are plain strings (no character JSON
