@@ -92,4 +92,3 @@ class ChoosingSampler:
 
     def __del__(self) -> None:
         self.close()
-

@@ -25,6 +25,7 @@ import httptools
 import httpx
 import orjson
 
+from llmproxy._json_bytes import json_bytes
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
 from llmproxy.backends._stream_reply import ConnectionEnded, IdleConnections, StreamReply
 from llmproxy.backends.base import FinishReason, StreamDelta
@@ -628,7 +629,7 @@ class AsyncHTTPClient(_Client):
         """``exchange`` sent, on a kept connection or a new one: its reply, once a success's head is in
         (any other status raises). A kept connection its server closed as the request went out (it sent
         nothing back) passes the request to a new one."""
-        body = json.dumps(exchange.body).encode()
+        body = json_bytes(exchange.body)  # the prompt and grammar: tens of KB, on every streamed request's path
         request = (f"POST {self._target}{exchange.path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"
                    .encode("latin-1") + body)
         transport = self._kept().take()

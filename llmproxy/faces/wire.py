@@ -1,10 +1,9 @@
 """How the faces write JSON and server-sent events: compact UTF-8 JSON, one named event per payload;
 and how they cache what they translate from a client's JSON value.
 
-orjson writes JSON several times faster than the standard library; it matters here because a
-Responses API stream repeats the whole response object (with the ``instructions`` and ``tools`` the
-client sent, often tens of KB) in its first and last events. A lone surrogate, which JSON can carry
-and UTF-8 cannot, makes orjson refuse a text: that (rare) value is written ASCII-escaped instead.
+JSON through llmproxy._json_bytes (orjson): it matters here because a Responses API stream repeats the
+whole response object (with the ``instructions`` and ``tools`` the client sent, often tens of KB) in
+its first and last events.
 """
 
 from __future__ import annotations
@@ -14,19 +13,11 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import orjson
 
 from llmproxy._bounded_cache import bounded_cache
+from llmproxy._json_bytes import json_bytes
 
 T = TypeVar("T")
-
-
-def json_bytes(value: Any) -> bytes:
-    """``value`` as compact JSON bytes."""
-    try:
-        return orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def sse_event(payload: dict[str, Any]) -> bytes:
