@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 from pydantic import BaseModel
-from server_helpers import FIXTURES, ScriptedBackend, route, running
+from server_helpers import FIXTURES, ScriptedBackend, fake_llamacpp, route, running
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
@@ -211,6 +211,21 @@ def test_a_long_prompt_read_gets_keepalive_events_before_the_answer(monkeypatch)
     types = [event["type"] for event in events]
     assert types[:2] == ["response.created", "response.in_progress"]
     assert types.count("response.in_progress") >= 4 and types[-1] == "response.completed"
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+
+
+def test_a_long_prompt_read_by_an_http_backend_gets_keepalive_events_too(monkeypatch):
+    # A backend on the event loop: its own reader says when nothing came (llmproxy.backends.base.IDLE).
+    monkeypatch.setattr("llmproxy.server.responses.KEEPALIVE_SECONDS", 0.05)
+    with fake_llamacpp() as fake:
+        fake.mode, fake.hang_seconds, fake.script = "hang", 0.5, "Done."
+        with running({"local": route(fake.backend(), "local")}, default_model="local") as server:
+            with httpx.stream("POST", server.base_url + "/responses", timeout=10,
+                              json={"model": "local", "input": "Hi", "stream": True}) as answer:
+                events = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+    types = [event["type"] for event in events]
+    assert types[:2] == ["response.created", "response.in_progress"] and types.count("response.in_progress") >= 4
+    assert types[-1] == "response.completed" and events[-1]["response"]["output"][0]["content"][0]["text"] == "Done."
     assert [event["sequence_number"] for event in events] == list(range(len(events)))
 
 

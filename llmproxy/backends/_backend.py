@@ -23,6 +23,7 @@ from llmproxy.backends._http import (
     normalize_endpoint,
 )
 from llmproxy.backends.base import (
+    IDLE,
     AsyncBackend,
     Backend,
     ChatTemplate,
@@ -208,13 +209,20 @@ class HTTPBackend(Backend, AsyncBackend):
         await self._discover_off_loop()
         return await self.ahttp.answer(self.completion_exchange(prompt, params))
 
-    async def astream(self, prompt: str, params: GenerationParams) -> AsyncIterator[StreamDelta]:
+    async def astream(self, prompt: str, params: GenerationParams, *,
+                      idle_after: float | None = None) -> AsyncIterator[StreamDelta]:
         await self._discover_off_loop()
         exchange = self.stream_exchange(prompt, params)
-        if exchange is None:
-            yield whole(await self.ahttp.answer(self.completion_exchange(prompt, params)))
+        if exchange is None:  # a server that cannot stream: its whole answer is the one delta
+            answering = asyncio.ensure_future(self.ahttp.answer(self.completion_exchange(prompt, params)))
+            try:
+                while not (await asyncio.wait({answering}, timeout=idle_after))[0]:
+                    yield IDLE
+                yield whole(answering.result())
+            finally:
+                answering.cancel()  # closed before the answer came: it is not waited for
             return
-        async with aclosing(self.ahttp.stream(exchange)) as deltas:  # closed at once when this is
+        async with aclosing(self.ahttp.stream(exchange, idle_after=idle_after)) as deltas:  # closed when this is
             async for delta in deltas:
                 yield delta
 

@@ -28,7 +28,7 @@ import orjson
 from llmproxy._json_bytes import json_bytes
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
 from llmproxy.backends._stream_reply import ConnectionEnded, IdleConnections, StreamReply
-from llmproxy.backends.base import FinishReason, StreamDelta
+from llmproxy.backends.base import IDLE, FinishReason, StreamDelta
 from llmproxy.errors import (
     BackendConnectionError,
     BackendError,
@@ -590,20 +590,37 @@ class AsyncHTTPClient(_Client):
         return await self._within(self.timeouts.first_token, self.post(exchange), url, "first_token_timeout",
                                   "sent no answer")
 
-    async def stream(self, exchange: StreamExchange) -> AsyncIterator[StreamDelta]:
+    async def stream(self, exchange: StreamExchange, *, idle_after: float | None = None) -> AsyncIterator[StreamDelta]:
         """The answer's text deltas, then the closing delta (``Relay``); leaving early closes the
         connection (the server stops) and posts ``exchange.abandoned``. Every payload that came since the
-        last read makes one delta."""
+        last read makes one delta. With ``idle_after``, ``IDLE`` after every ``idle_after`` seconds that
+        pass before the first token (llmproxy.backends.base)."""
         url = self.url(exchange.path)
         relay = Relay(self, url, exchange)
         limits = self.timeouts
+        loop = asyncio.get_running_loop()
         try:
             with self._translated(url):
-                reply = await self._within(limits.first_token, self._open(exchange, url), url, "first_token_timeout",
-                                           "sent no answer")
+                deadline = loop.time() + limits.first_token
+                request, kept = self._request(exchange), self._kept().take()
+                reply = await self._send(request, url, kept, exchange.framing)
                 try:
-                    payloads = await self._within(limits.first_token, reply.read(), url, "first_token_timeout",
-                                                  "sent no first token")
+                    while True:  # until the first token; every wait on a reply may be left and taken up again
+                        try:
+                            async with asyncio.timeout_at(deadline if idle_after is None
+                                                          else min(deadline, loop.time() + idle_after)):
+                                payloads = await self._first_payloads(reply, url)
+                            break
+                        except TimeoutError:
+                            if loop.time() >= deadline:
+                                raise self.timed_out(url, limits.first_token, "first_token_timeout",
+                                                     "sent no first token" if reply.received else "sent no answer")
+                            yield IDLE
+                        except ConnectionEnded:  # a kept connection its server closed as the request went out
+                            if kept is None or reply.received:
+                                raise
+                            kept = None
+                            reply = await self._send(request, url, None, exchange.framing)
                     reply.limit_waits(limits.read, lambda: self.timed_out(url, limits.read, "read_timeout",
                                                                           "sent nothing more"))
                     while payloads is not None:
@@ -625,34 +642,29 @@ class AsyncHTTPClient(_Client):
             raise
         yield relay.end()
 
-    async def _open(self, exchange: StreamExchange, url: str) -> StreamReply:
-        """``exchange`` sent, on a kept connection or a new one: its reply, once a success's head is in
-        (any other status raises). A kept connection its server closed as the request went out (it sent
-        nothing back) passes the request to a new one."""
+    def _request(self, exchange: StreamExchange) -> bytes:
+        """The HTTP request that sends ``exchange``."""
         body = json_bytes(exchange.body)  # the prompt and grammar: tens of KB, on every streamed request's path
-        request = (f"POST {self._target}{exchange.path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"
-                   .encode("latin-1") + body)
-        transport = self._kept().take()
-        while True:
-            reply = StreamReply(EventReader(exchange.framing))
-            if transport is None:
-                await self._connect(reply, url)
-            else:
-                transport.set_protocol(reply)
-                reply.connection_made(transport)  # asyncio calls it for a new connection only
-            reply.transport.write(request)  # type: ignore[union-attr] - connected
-            try:
-                status = await reply.status()
-                if not 200 <= status < 300:
-                    self._check_status(url, status, await reply.text(), reply.reason)
-                return reply
-            except ConnectionEnded:
-                if transport is None or reply.received:
-                    raise
-            except BaseException:
-                reply.close()
-                raise
-            transport = None
+        return (f"POST {self._target}{exchange.path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"
+                .encode("latin-1") + body)
+
+    async def _send(self, request: bytes, url: str, kept: asyncio.Transport | None, framing: str) -> StreamReply:
+        """``request`` written on the ``kept`` connection, or else on a new one: its reply, to be read."""
+        reply = StreamReply(EventReader(framing))
+        if kept is None:
+            await self._connect(reply, url)
+        else:
+            kept.set_protocol(reply)
+            reply.connection_made(kept)  # asyncio calls it for a new connection only
+        reply.transport.write(request)  # type: ignore[union-attr] - connected
+        return reply
+
+    async def _first_payloads(self, reply: StreamReply, url: str) -> list[str] | None:
+        """The reply's first payloads, once a success's head is in (any other status raises)."""
+        status = await reply.status()
+        if not 200 <= status < 300:
+            self._check_status(url, status, await reply.text(), reply.reason)
+        return await reply.read()
 
     async def _connect(self, reply: StreamReply, url: str) -> None:
         loop = asyncio.get_running_loop()

@@ -82,6 +82,12 @@ class StreamDelta(NamedTuple):
     stop_word: str | None = None
 
 
+# The delta of a stream opened with ``idle_after`` (``AsyncBackend.astream``) that says only that
+# nothing came in that time: the backend still reads the prompt. Told apart by identity; it is empty,
+# so a reader that adds it to the answer anyway adds nothing.
+IDLE = StreamDelta("")
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do; the pipeline reads this instead of checking backend names."""
@@ -182,8 +188,11 @@ class AsyncBackend(abc.ABC):
         """``Backend.complete``, awaited (for what only a whole answer reports: logprobs)."""
 
     @abc.abstractmethod
-    def astream(self, prompt: str, params: GenerationParams) -> AsyncIterator[StreamDelta]:
-        """``Backend.stream``, as an async iterator; closing it early stops the generation."""
+    def astream(self, prompt: str, params: GenerationParams, *,
+                idle_after: float | None = None) -> AsyncIterator[StreamDelta]:
+        """``Backend.stream``, as an async iterator; closing it early stops the generation. With
+        ``idle_after``, until the first token, ``IDLE`` after every ``idle_after`` seconds in which nothing
+        came (for a server whose own client gives up on a silent connection)."""
 
     @abc.abstractmethod
     async def acount_tokens(self, text: str) -> int | None:

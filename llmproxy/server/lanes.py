@@ -20,6 +20,8 @@ HTTP response, which tells the backend server to stop, instead of leaving it to 
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
@@ -28,7 +30,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from llmproxy.backends.base import AsyncBackend, Backend, Completion, ProbeResult, StreamDelta
+from llmproxy.backends.base import IDLE, AsyncBackend, Backend, Completion, ProbeResult, StreamDelta
 from llmproxy.server.admission import Admission
 from llmproxy.server.config import RouteLimits
 from llmproxy.server.disconnects import Cancelled, Watch
@@ -85,12 +87,14 @@ class Lane(abc.ABC):
         """Tokens in ``text``, by the backend's tokenizer where it has one."""
 
     @abc.abstractmethod
-    async def open(self, planned: Planned, watch: Watch) -> Any:
-        """The backend's stream of deltas for ``planned``."""
+    async def open(self, planned: Planned, watch: Watch, idle_after: float | None = None) -> Any:
+        """The backend's stream of deltas for ``planned``. With ``idle_after``, until its first delta, a
+        read that waits that many seconds gives ``IDLE`` (llmproxy.backends.base) and the next read
+        waits on: a face whose clients give up on a silent stream sends them something then."""
 
     @abc.abstractmethod
     async def next(self, deltas: Any) -> StreamDelta | None:
-        """The stream's next delta; None at its end."""
+        """The stream's next delta (or ``IDLE``); None at its end."""
 
     @abc.abstractmethod
     async def close(self, deltas: Any) -> None:
@@ -127,10 +131,12 @@ class LoopLane(Lane):
         counted = await self.backend.acount_tokens(text)
         return TokenCount(counted, exact=True) if counted is not None else await estimate(text)
 
-    async def open(self, planned: Planned, watch: Watch) -> AsyncIterator[StreamDelta]:
+    async def open(self, planned: Planned, watch: Watch, idle_after: float | None = None) -> AsyncIterator[StreamDelta]:
         if watch.cancelled.is_set():  # the client left while the request was being planned
             raise Cancelled()
-        return self.backend.astream(planned.prompt, planned.params)
+        # The backend's own reader gives IDLE: waiting with a timeout around each read here would take
+        # a task per stream, which costs a streamed request three more turns of the event loop.
+        return self.backend.astream(planned.prompt, planned.params, idle_after=idle_after)
 
     async def next(self, deltas: AsyncIterator[StreamDelta]) -> StreamDelta | None:
         return await anext(deltas, None)
@@ -158,17 +164,38 @@ class ThreadLane(Lane):
     async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
         return await self._in_thread(_generate, self.backend, planned, watch.cancelled, log)  # one thread hop
 
-    async def open(self, planned: Planned, watch: Watch) -> Iterator[StreamDelta]:
-        return await self._in_thread(_open, self.backend, planned, watch.cancelled)
+    async def open(self, planned: Planned, watch: Watch, idle_after: float | None = None) -> ThreadStream:
+        return ThreadStream(await self._in_thread(_open, self.backend, planned, watch.cancelled), idle_after)
 
-    async def next(self, deltas: Iterator[StreamDelta]) -> StreamDelta | None:
-        return await self._in_thread(next, deltas, None)
+    async def next(self, stream: ThreadStream) -> StreamDelta | None:
+        if stream.idle_after is None:
+            return await self._in_thread(next, stream.deltas, None)
+        if stream.reading is None:
+            stream.reading = asyncio.ensure_future(self._in_thread(next, stream.deltas, None))
+        if not (await asyncio.wait({stream.reading}, timeout=stream.idle_after))[0]:
+            return IDLE
+        reading, stream.reading, stream.idle_after = stream.reading, None, None  # the first delta: idle no more
+        return reading.result()
 
-    async def close(self, deltas: Iterator[StreamDelta]) -> None:
-        await self._in_thread(_close, deltas)
+    async def close(self, stream: ThreadStream) -> None:
+        if stream.reading is not None:  # a read still waiting for the first delta: the stream is busy until it ends
+            stream.reading.cancel()
+            with contextlib.suppress(BaseException):
+                await stream.reading
+        await self._in_thread(_close, stream.deltas)
 
     async def _in_thread(self, function, *args):  # noqa: ANN001, ANN202 - anyio's own signature
         return await anyio.to_thread.run_sync(function, *args, limiter=self.threads)
+
+
+class ThreadStream:
+    """A backend's stream read in worker threads, one delta a read. Until its first delta, with
+    ``idle_after``, a read left waiting (``reading``) is taken up by the next."""
+
+    def __init__(self, deltas: Iterator[StreamDelta], idle_after: float | None) -> None:
+        self.deltas = deltas
+        self.idle_after = idle_after
+        self.reading: asyncio.Future[StreamDelta | None] | None = None
 
 
 async def estimate(text: str) -> TokenCount:

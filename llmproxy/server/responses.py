@@ -8,7 +8,6 @@ Both take the request through its lane's admission (llmproxy.server.admission), 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -18,8 +17,10 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from llmproxy.backends.base import IDLE
 from llmproxy.errors import LLMProxyError, OutputParseError
 from llmproxy.server.admission import Slot
+from llmproxy.server.chunks import Events
 from llmproxy.server.disconnects import watching
 from llmproxy.server.endpoints import Generation
 from llmproxy.server.lanes import Collector, Lane
@@ -98,6 +99,11 @@ class EventStream(StreamingResponse):
         sending.cancel()
 
 
+def idle_after(events: Events) -> float | None:
+    """How long a stream of ``events`` waits for its first delta before it sends a keep-alive event."""
+    return KEEPALIVE_SECONDS if events.keeps_alive else None
+
+
 async def stream(request: Request, lane: Lane, generation: Generation, log: RequestLog,
                  escalate: Escalate | None = None) -> EventStream:
     """A server-sent event stream of the response.
@@ -116,16 +122,10 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     """
     deltas: Any = None  # the lane's stream, once open
     slot: Slot | None = None  # the request's place in its lane, once admitted
-    waiting: asyncio.Future | None = None  # the first delta, while the stream keeps the client waiting
 
     async def release_stream() -> None:
         """Close the lane's stream, if one is open."""
-        nonlocal deltas, waiting
-        if waiting is not None and not waiting.done():
-            waiting.cancel()
-            with contextlib.suppress(BaseException):
-                await waiting  # the lane's stream must be idle before it is closed
-        waiting = None
+        nonlocal deltas
         if deltas is not None:
             await lane.close(deltas)
             deltas = None
@@ -144,18 +144,9 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                 try:
                     planned = await lane.plan(generation, log)
                     events = generation.chunks()
-                    first = None
                     async with watch.interruptible():  # a client that leaves before the first token stops the wait
-                        deltas = await lane.open(planned, watch)
-                        if events.keeps_alive:  # the stream may have to start before the first delta is in
-                            waiting = asyncio.ensure_future(lane.next(deltas))
-                            await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
-                            if waiting.done():
-                                first, waiting = waiting.result(), None
-                        else:
-                            first = await lane.next(deltas)
-                    if waiting is None:
-                        log.first_token()
+                        deltas = await lane.open(planned, watch, idle_after(events))
+                        first = await lane.next(deltas)  # IDLE: the stream starts, to keep the client waiting
                     break
                 except LLMProxyError as exc:
                     if not goes_again(exc, lane, generation, log):
@@ -168,7 +159,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     finished = False
 
     async def body() -> AsyncIterator[bytes]:
-        nonlocal finished, deltas, waiting, lane, generation, events, slot
+        nonlocal finished, deltas, lane, generation, events, slot
         held = events.opening()  # sent with the first event after it
 
         def out(sent: list[bytes]) -> bytes:
@@ -187,17 +178,14 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                         if escalated:  # another model's answer: its own events, nothing of the first one's sent
                             events, escalated = generation.chunks(), False
                             held = events.opening()
-                        deltas = await lane.open(planned, watch)
+                        deltas = await lane.open(planned, watch, idle_after(events))
                         delta = await lane.next(deltas)
                     else:
                         delta = first
-                        while waiting is not None:  # the backend still reads the prompt
-                            await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
-                            if waiting.done():
-                                delta, waiting = waiting.result(), None
-                                log.first_token()
-                            else:
-                                yield out([events.keepalive()])
+                    while delta is IDLE:  # the backend still reads the prompt
+                        yield out([events.keepalive()])
+                        delta = await lane.next(deltas)
+                    log.first_token()
                     while delta is not None:
                         collector.add(delta)
                         sent = events.feed(delta.text)

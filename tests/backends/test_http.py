@@ -19,7 +19,7 @@ from llmproxy.backends._http import (
     normalize_endpoint,
 )
 from llmproxy.backends._replies import context_overflow, error_message
-from llmproxy.backends.base import GenerationParams
+from llmproxy.backends.base import IDLE, GenerationParams
 from llmproxy.errors import (
     BackendConnectionError,
     BackendError,
@@ -406,3 +406,50 @@ def test_the_servers_discovery_of_a_hung_backend_is_one_probe_waited_for_a_first
 def test_whole_events_in_one_read_give_what_the_line_reader_gives(chunk):
     """A read of whole one-line ``data:`` events takes a shorter way; byte by byte takes the long one."""
     assert read([chunk]) == read([chunk[i:i + 1] for i in range(len(chunk))])
+
+
+LLAMA_ANSWER = [b'data: {"content":"Hi","stop":false}\n\n',
+                b'data: {"content":"","stop":true,"tokens_predicted":1,"tokens_evaluated":3}\n\n']
+
+
+def _read_idling(backend, idle_after: float) -> tuple[list, BaseException | None]:
+    """The deltas of a stream opened with ``idle_after``, and the error that ended it, if any."""
+    seen: list = []
+
+    async def read() -> None:
+        try:
+            async for delta in backend.astream("p", PARAMS, idle_after=idle_after):
+                seen.append(delta)
+        finally:
+            await backend.aclose()
+
+    try:
+        asyncio.run(read())
+    except BackendError as exc:
+        return seen, exc
+    return seen, None
+
+
+def test_a_stream_opened_with_idle_after_says_idle_until_its_first_token(fake):
+    fake.stall = (0, 0.6)  # the prompt read: nothing at all comes for 0.6 s
+    fake.stream("/completion", LLAMA_ANSWER)
+    seen, error = _read_idling(create_backend("llamacpp", endpoint=fake.url, first_token_timeout=10), 0.05)
+    idle = next(index for index, delta in enumerate(seen) if delta is not IDLE)
+    assert error is None and idle >= 4  # about one every 0.05 s; fewer where a slow machine wakes late
+    assert [delta.text for delta in seen[idle:]] == ["Hi", ""] and IDLE not in seen[idle:]
+
+
+def test_idling_does_not_stretch_the_first_token_timeout(fake):
+    fake.stall = (0, 3.0)
+    fake.stream("/completion", LLAMA_ANSWER)
+    started = time.monotonic()
+    seen, error = _read_idling(create_backend("llamacpp", endpoint=fake.url, first_token_timeout=0.4), 0.05)
+    assert isinstance(error, BackendTimeoutError) and "first_token_timeout" in str(error)
+    assert time.monotonic() - started < 2.0 and len(seen) >= 3 and all(delta is IDLE for delta in seen)
+
+
+def test_a_stream_opened_without_idle_after_never_says_idle(fake):
+    fake.stall = (0, 0.3)
+    fake.stream("/completion", LLAMA_ANSWER)
+    seen, error = _read_idling(create_backend("llamacpp", endpoint=fake.url), None)
+    assert error is None and [delta.text for delta in seen] == ["Hi", ""] and IDLE not in seen

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 import pytest
+from werkzeug import Response
 
-from llmproxy.backends.base import Completion, GenerationParams
+from llmproxy.backends.base import IDLE, Completion, GenerationParams
 from llmproxy.backends.webui import WebUIBackend, WebUILegacyBackend, legacy_request
 from llmproxy.errors import BackendHTTPError, BackendProtocolError
 from llmproxy.settings import resolve_settings, to_generation_params
@@ -151,6 +155,26 @@ def test_legacy_complete_memgpt_call_and_single_delta_stream(fake):
     assert [(d.text, d.finish_reason) for d in backend.stream(MEMGPT_PROMPT, PARAMS)] == [(CALL_TEXT, "stop")]
     assert fake.paths == ["/api/v1/generate"] * 2
     assert fake.bodies[0]["grammar_string"] == 'root ::= "{"' and fake.bodies[0]["truncation_length"] == 4096
+
+
+def test_legacy_whole_answer_read_with_idle_after_says_idle_while_it_waits(fake):
+    def slow_answer(_):
+        time.sleep(0.5)  # the prompt read
+        return Response(dumps({"results": [{"text": CALL_TEXT}]}), content_type="application/json")
+
+    fake.route("/api/v1/generate", slow_answer)
+    fake.json("/api/v1/model", {"result": MODEL}, method="GET")
+    backend = WebUILegacyBackend(fake.url)
+
+    async def read() -> list:
+        try:
+            return [delta async for delta in backend.astream("p", PARAMS, idle_after=0.05)]
+        finally:
+            await backend.aclose()
+
+    deltas = asyncio.run(read())
+    assert len(deltas) >= 5 and all(delta is IDLE for delta in deltas[:-1])
+    assert (deltas[-1].text, deltas[-1].finish_reason) == (CALL_TEXT, "stop")
 
 
 def test_legacy_unknown_path_is_an_html_404(fake):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from llmproxy.backends.base import Backend, Completion, ProbeResult, StreamDelta
+from llmproxy.backends.base import IDLE, Backend, Completion, ProbeResult, StreamDelta
 from llmproxy.server.admission import Slot
 from llmproxy.server.disconnects import Watch
 from llmproxy.server.endpoints import Generation, Planned
@@ -90,14 +90,15 @@ class PoolLane(Lane):
         self.pool.answered(member)
         return completion
 
-    async def open(self, planned: Planned, watch: Watch) -> Any:
+    async def open(self, planned: Planned, watch: Watch, idle_after: float | None = None) -> Any:
         member = self._held()
-        return await self._on(member, member.lane.open(planned, watch))
+        return await self._on(member, member.lane.open(planned, watch, idle_after))
 
     async def next(self, deltas: Any) -> StreamDelta | None:
         member = self._held()
         delta = await self._on(member, member.lane.next(deltas))
-        self.pool.answered(member)
+        if delta is not IDLE:  # still reading the prompt is no answer yet
+            self.pool.answered(member)
         return delta
 
     async def close(self, deltas: Any) -> None:
