@@ -58,7 +58,7 @@ class ResponsesGeneration(TranslatedGeneration):
         self.id = new_id("resp", "_")
         self.created_at = int(time.time())
         self._events: ResponsesEvents | None = None
-        self._final_json: bytes | None = None  # the whole response object sent, as JSON
+        self._final: dict[str, Any] | None = None  # the whole response object sent
 
     @classmethod
     def read(cls, fields: dict[str, Any], served: Served) -> ResponsesGeneration:
@@ -73,18 +73,17 @@ class ResponsesGeneration(TranslatedGeneration):
         return self._events
 
     def body(self, result: ChatCompletion) -> bytes:
-        self._final_json = json_bytes(response_object(self.face, result, response_id=self.id,
-                                                      created_at=self.created_at))
-        return self._final_json
+        self._final = response_object(self.face, result, response_id=self.id, created_at=self.created_at)
+        return json_bytes(self._final)
 
     def sent(self) -> None:
-        final = self._final_json if self._final_json is not None else self._events.final_json if self._events else None
+        final = self._final if self._final is not None else self._events.final if self._events else None
         if final is None or not self.face.store or not self.store.max_bytes:  # no store asked for, or none kept
             return
         record = stored_record(self.face, final)
-        if not self.store.put(self.id, record, len(record)):
+        if not self.store.put(self.id, record, record.size):
             logger.warning("response %s (%d bytes) is larger than the whole response store; not stored", self.id,
-                           len(record))
+                           record.size)
 
     def failed_stream(self, exc: BaseException) -> list[bytes] | None:
         """A streamed prompt over the context window is a ``response.failed`` with code

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 
-import orjson
 import pytest
 from responses_helpers import CODEX_TOOLS, EXEC, FILES, NOTES, PATCH, body, codex_body
 
@@ -15,7 +14,6 @@ from llmproxy.errors import InvalidRequestError, NotFoundError
 from llmproxy.faces.content import stand_in
 from llmproxy.faces.lark import custom_tool_pattern
 from llmproxy.faces.responses import StoredResponse, read_request, stored_record
-from llmproxy.faces.wire import json_bytes
 from llmproxy.types import AssistantMessage, FunctionCall, SystemMessage, ToolCall, ToolMessage, UserMessage
 
 
@@ -377,8 +375,8 @@ def test_a_stored_response_is_continued_without_its_instructions():
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Use ls."}]},
         {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "list", "namespace": "mcp__files__",
          "arguments": '{"path": "."}', "status": "completed"}]}
-    record = stored_record(first, orjson.dumps(response))
-    assert json.loads(record) == {"response": response, "input_items": first.items}
+    record = stored_record(first, response)
+    assert json.loads(record.response) == response and json.loads(record.input_items) == first.items
     previous = StoredResponse.from_record(record)
     assert previous == StoredResponse(response, first.items)
     follow = [{"type": "function_call_output", "call_id": "c1", "output": "a.txt"}]
@@ -399,8 +397,20 @@ def test_a_stored_response_holding_half_a_surrogate_pair_reads_back():
     first = read_request(body("half a pair \ud800"))  # JSON can carry it; UTF-8 cannot, so it is kept escaped
     response = {"id": "resp_2", "output": [{"type": "message", "role": "assistant",
                                             "content": [{"type": "output_text", "text": "\udc00 too"}]}]}
-    record = stored_record(first, json_bytes(response))
+    record = stored_record(first, response)
     assert StoredResponse.from_record(record) == StoredResponse(response, first.items)
+
+
+def test_the_instructions_and_tools_every_turn_repeats_are_stored_once():
+    turns = [read_request(body(f"Turn {n}.", instructions="You are Codex.", tools=CODEX_TOOLS)) for n in range(3)]
+    records = [stored_record(turn, {"id": f"resp_{n}", "output": [], **turn.echo}) for n, turn in enumerate(turns)]
+    assert records[0].shared is records[1].shared is records[2].shared  # one copy in memory
+    assert b"You are Codex." in records[0].shared.data and b"You are Codex." not in records[0].response
+    assert records[0].size == len(records[0].response) + len(records[0].shared.data) + len(records[0].input_items)
+    for n, record in enumerate(records):
+        assert StoredResponse.from_record(record).response == {"id": f"resp_{n}", "output": [], **turns[n].echo}
+    other = read_request(body("Turn 0.", instructions="You are someone else.", tools=CODEX_TOOLS))
+    assert stored_record(other, {"id": "resp_x", **other.echo}).shared is not records[0].shared
 
 
 def test_a_previous_response_that_is_not_held_is_a_404():

@@ -3,7 +3,7 @@
     read_request(body, previous) -> ResponsesRequest   the request as a ChatRequest, and what the answer needs
     response_object(request, completion, ...) -> dict  the ChatCompletion as a Responses response object
     ResponsesEvents(request, chat_chunks, ...)         a chat chunk stream as Responses server-sent events
-    stored_record(request, response_json) -> bytes     what ``previous_response_id`` continues from
+    stored_record(request, response) -> StoredRecord   what ``previous_response_id`` continues from
     StoredResponse.from_record(record)                 ... read back
 
 Codex CLI and openai-agents are the clients this is shaped for: full history in every request or a

@@ -38,24 +38,28 @@ def content_text(item: dict[str, Any], key: str, here: str, notes: list[str], sk
         return content
     if not isinstance(content, list):
         return json.dumps(content, ensure_ascii=False)
-    where = at(here, key)
     texts = []
     for index, part in enumerate(content):
-        part_at = at(where, index)
         if isinstance(part, str):  # a bare string where a part belongs: its meaning is plain
             texts.append(part)
             continue
         if not isinstance(part, dict):
-            raise fail(part_at, "must be a content part object")
+            raise fail(_part_at(here, key, index), "must be a content part object")
         text_key = TEXT_PARTS.get(part.get("type", "input_text"))
         if text_key is not None:
             text = part.get(text_key)
             if not isinstance(text, str):
-                raise fail(at(part_at, text_key), "must be a string")
+                raise fail(at(_part_at(here, key, index), text_key), "must be a string")
             texts.append(text)
         elif (what := _unreadable(part)) is not None:
             texts.append(stand_in(what))
-            notes.append(left_out_note(part_at, what))
+            notes.append(left_out_note(_part_at(here, key, index), what))
         else:
-            skipped.append(f"{part_at}: content part of type {part.get('type')!r} left out")
+            skipped.append(f"{_part_at(here, key, index)}: content part of type {part.get('type')!r} left out")
     return "\n".join(texts)
+
+
+def _part_at(here: str, key: str, index: int) -> str:
+    """Where a part is (``input[3].content[0]``): written only for an error or a note, as most parts
+    need neither (a conversation's history has hundreds)."""
+    return at(at(here, key), index)

@@ -1,38 +1,63 @@
 """One output item of a streamed response, and the events that add it, grow it and close it.
 
-Each class holds one item at its ``output_index`` and gives event payloads (dicts with ``type``;
-llmproxy.faces.responses.events numbers and frames them) in the canonical order OpenAI sends:
-``opened()`` (``response.output_item.added`` and, for text, the empty part), ``grown(piece)`` (a
-delta), ``closed()`` (the ``.done`` events, ending with ``response.output_item.done`` carrying the
-whole item, which is what Codex acts on). ``done`` is that whole item, the one the terminal
+Each class holds one item at its ``output_index`` and gives event payloads (dicts with ``type``, or
+a ``Delta``; llmproxy.faces.responses.events numbers and frames them) in the canonical order OpenAI
+sends: ``opened()`` (``response.output_item.added`` and, for text, the empty part), ``grown(piece)``
+(a delta), ``closed()`` (the ``.done`` events, ending with ``response.output_item.done`` carrying
+the whole item, which is what Codex acts on). ``done`` is that whole item, the one the terminal
 response lists.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 from llmproxy.faces.responses._reasoning import reasoning_item
 from llmproxy.faces.responses.output import message_item, output_text
 from llmproxy.faces.responses.tools import ToolTarget
+from llmproxy.faces.wire import json_bytes
 from llmproxy.types import new_id
 
-Payload = dict[str, Any]
+
+class Delta(NamedTuple):
+    """A delta event: its frame up to the delta's value (``head``; the same for every delta of an
+    item), and the piece. Deltas are most of a stream's events: framed from the head, each costs
+    half of what a payload written whole does."""
+
+    head: bytes
+    piece: str
+
+    def frame(self, sequence_number: int) -> bytes:
+        return b"".join((self.head, json_bytes(self.piece), b',"sequence_number":', str(sequence_number).encode(),
+                         b"}\n\n"))
+
+
+Payload = dict[str, Any] | Delta
 
 
 class StreamedItem(ABC):
     """An item being streamed: its id, its place in ``output``, and the text it has grown by."""
 
     prefix = ""  # of the item's id: rs, msg, fc, ctc
+    delta_type = ""  # the type of the events that grow it
+    delta_fields: ClassVar[dict[str, Any]] = {}  # what those carry besides the item and the delta
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.id = new_id(self.prefix, "_")
         self.text = ""
+        self._delta_head: bytes | None = None
 
-    def _event(self, kind: str, **fields: Any) -> Payload:
+    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
         return {"type": kind, "item_id": self.id, "output_index": self.index, **fields}
+
+    def grown(self, piece: str) -> list[Payload]:
+        self.text += piece
+        if self._delta_head is None:
+            data = json_bytes(self._event(self.delta_type, **self.delta_fields))
+            self._delta_head = b"event: " + self.delta_type.encode() + b"\ndata: " + data[:-1] + b',"delta":'
+        return [Delta(self._delta_head, piece)]
 
     def _added(self, item: Payload) -> Payload:
         return {"type": "response.output_item.added", "output_index": self.index, "item": item}
@@ -48,9 +73,6 @@ class StreamedItem(ABC):
     def opened(self) -> list[Payload]: ...
 
     @abstractmethod
-    def grown(self, piece: str) -> list[Payload]: ...
-
-    @abstractmethod
     def closed(self) -> list[Payload]: ...
 
 
@@ -59,6 +81,8 @@ class StreamedReasoning(StreamedItem):
     closed item carries the text as ``content`` (and sealed, where asked) for the client to replay."""
 
     prefix = "rs"
+    delta_type = "response.reasoning_summary_text.delta"
+    delta_fields: ClassVar[dict[str, Any]] = {"summary_index": 0}
 
     def __init__(self, index: int, *, encrypted: bool) -> None:
         super().__init__(index)
@@ -73,9 +97,6 @@ class StreamedReasoning(StreamedItem):
                 self._event("response.reasoning_summary_part.added", summary_index=0,
                             part={"type": "summary_text", "text": ""})]
 
-    def grown(self, piece: str) -> list[Payload]:
-        self.text += piece
-        return [self._event("response.reasoning_summary_text.delta", summary_index=0, delta=piece)]
 
     def closed(self) -> list[Payload]:
         return [self._event("response.reasoning_summary_text.done", summary_index=0, text=self.text),
@@ -88,6 +109,8 @@ class StreamedMessage(StreamedItem):
     """The answer's text, as one ``output_text`` part."""
 
     prefix = "msg"
+    delta_type = "response.output_text.delta"
+    delta_fields: ClassVar[dict[str, Any]] = {"content_index": 0, "logprobs": []}
 
     @property
     def done(self) -> Payload:
@@ -98,9 +121,6 @@ class StreamedMessage(StreamedItem):
                              "content": []}),
                 self._event("response.content_part.added", content_index=0, part=output_text(""))]
 
-    def grown(self, piece: str) -> list[Payload]:
-        self.text += piece
-        return [self._event("response.output_text.delta", content_index=0, delta=piece, logprobs=[])]
 
     def closed(self) -> list[Payload]:
         return [self._event("response.output_text.done", content_index=0, text=self.text, logprobs=[]),
@@ -113,6 +133,7 @@ class StreamedFunctionCall(StreamedItem):
     arguments so far."""
 
     prefix = "fc"
+    delta_type = "response.function_call_arguments.delta"
 
     def __init__(self, index: int, call_id: str, target: ToolTarget) -> None:
         super().__init__(index)
@@ -133,9 +154,6 @@ class StreamedFunctionCall(StreamedItem):
     def opened(self) -> list[Payload]:
         return [self._added(self._item("in_progress"))]
 
-    def grown(self, piece: str) -> list[Payload]:
-        self.text += piece
-        return [self._event("response.function_call_arguments.delta", delta=piece)]
 
     def closed(self) -> list[Payload]:
         return [self._event("response.function_call_arguments.done", name=self.target.name, arguments=self.text),
@@ -147,6 +165,7 @@ class StreamedCustomCall(StreamedItem):
     so the stream sends it at the end, in one piece."""
 
     prefix = "ctc"
+    delta_type = "response.custom_tool_call_input.delta"
 
     def __init__(self, index: int, call_id: str, name: str) -> None:
         super().__init__(index)
@@ -164,9 +183,6 @@ class StreamedCustomCall(StreamedItem):
     def opened(self) -> list[Payload]:
         return [self._added(self._item(""))]
 
-    def grown(self, piece: str) -> list[Payload]:
-        self.text += piece
-        return [self._event("response.custom_tool_call_input.delta", delta=piece)]
 
     def closed(self) -> list[Payload]:
         return [self._event("response.custom_tool_call_input.done", input=self.text), self._item_done()]

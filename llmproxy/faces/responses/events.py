@@ -11,8 +11,8 @@ has their events): reasoning, the message's text, then the calls. An item is clo
 one starts, or at the end. A function call streams its arguments as the chunks deliver them; a custom
 tool's call (its arguments are JSON around the raw input) is sent whole once the answer is checked.
 The stream ends with exactly one terminal event: ``response.completed``, or ``response.incomplete``
-(cut at the token limit) carrying the whole response object (``final``, and ``final_json``, which
-the server stores), or ``response.failed``.
+(cut at the token limit) carrying the whole response object (``final``, which the server
+stores), or ``response.failed``.
 
 A response object, which repeats the request's ``instructions`` and ``tools`` (tens of KB for a
 coding agent), is written to JSON once however many events carry it.
@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from llmproxy.faces.responses._streamed import (
+    Delta,
     Payload,
     StreamedCustomCall,
     StreamedFunctionCall,
@@ -53,7 +54,6 @@ class ResponsesEvents:
         self.response_id = response_id
         self.created_at = created_at
         self.final: dict[str, Any] | None = None  # the response object the terminal event carried
-        self.final_json: bytes | None = None  # ``final`` as JSON
         self._sequence = 0
         self._items: list[StreamedItem] = []  # every item added so far, in output order
         self._open: StreamedItem | None = None  # the item the next pieces go to, until the next one starts
@@ -93,9 +93,8 @@ class ResponsesEvents:
             events += self._close()
         self.final = response_object(self.request, completion, response_id=self.response_id,
                                      created_at=self.created_at, output=[item.done for item in self._items])
-        self.final_json = json_bytes(self.final)
         terminal = "response.incomplete" if self.final["status"] == "incomplete" else "response.completed"
-        return self._frames([*events, {"type": terminal, "response": orjson.Fragment(self.final_json)}])
+        return self._frames([*events, {"type": terminal, "response": self.final}])
 
     def keepalive(self) -> bytes:
         """A repeated ``response.in_progress``: clients' idle timers restart on events, not comments."""
@@ -184,7 +183,10 @@ class ResponsesEvents:
                       {"type": "response.in_progress", "response": shell}, *events]
         frames = []
         for event in events:
-            event["sequence_number"] = self._sequence
+            if type(event) is Delta:
+                frames.append(event.frame(self._sequence))
+            else:
+                event["sequence_number"] = self._sequence
+                frames.append(sse_event(event))
             self._sequence += 1
-            frames.append(sse_event(event))
         return frames

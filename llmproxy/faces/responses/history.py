@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmproxy.faces.responses._fields import a_name, an_object, at, fail, optional_text
+from llmproxy.faces.responses._fields import a_name, at, fail, optional_text
 from llmproxy.faces.responses._parts import content_text
 from llmproxy.faces.responses._reasoning import replayed_reasoning
 from llmproxy.faces.responses.tools import ToolNames, ToolTarget
@@ -64,11 +64,13 @@ class History:
 
     def read(self, items: list[Any], where: str) -> None:
         """Add ``items``; ``where`` is their list's path in the request (``input``) for errors and notes."""
+        readers = self._READERS
         for index, item in enumerate(items):
-            here = at(where, index)
-            an_object(item, here)
+            here = f"{where}[{index}]"  # at(where, index), inline: a long history has hundreds of items
+            if not isinstance(item, dict):
+                raise fail(here, "must be an object")
             kind = item.get("type") or ("message" if "role" in item else None)
-            reader = self._READERS.get(kind) if isinstance(kind, str) else None
+            reader = readers.get(kind) if isinstance(kind, str) else None
             if reader is None:
                 self.skipped.append(f"{here}: item of type {kind!r} left out")
             else:
@@ -94,13 +96,13 @@ class History:
 
     def _function_call(self, item: dict[str, Any], here: str) -> None:
         call_id, name = a_name(item, "call_id", here), a_name(item, "name", here)
-        namespace = optional_text(item, "namespace", here) or None
+        namespace = optional_text(item, "namespace", here) if "namespace" in item else None
         arguments = item.get("arguments")
         if arguments is None:
             arguments = "{}"
         elif not isinstance(arguments, str):  # the arguments as an object, not yet as JSON text
             arguments = json.dumps(arguments, ensure_ascii=False)
-        self._add_call(call_id, self.names.name_for(ToolTarget(name, namespace)), arguments)
+        self._add_call(call_id, self.names.name_for(ToolTarget(name, namespace or None)), arguments)
 
     def _custom_tool_call(self, item: dict[str, Any], here: str) -> None:
         call_id, name = a_name(item, "call_id", here), a_name(item, "name", here)

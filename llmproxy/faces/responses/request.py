@@ -6,8 +6,8 @@
 fields the response object repeats, the conversation's items (for ``StoredResponse``), and what was
 replaced (``notes``) or left out (``skipped``, for the server's log). A malformed field is an
 ``InvalidRequestError`` naming it; what is merely unknown is skipped, never refused. ``stored_record``
-gives what the server keeps of an exchange for a later ``previous_response_id``, and
-``StoredResponse.from_record`` reads it back.
+gives what the server keeps of an exchange for a later ``previous_response_id`` (a ``StoredRecord``),
+and ``StoredResponse.from_record`` reads it back.
 
 - ``instructions`` become a leading system message; a previous response's are not inherited.
 - ``input`` is a string (one user message) or items (llmproxy.faces.responses.history), read after
@@ -21,6 +21,7 @@ gives what the server keeps of an exchange for a later ``previous_response_id``,
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,13 +51,33 @@ class StoredResponse:
         return [*self.input_items, *self.response.get("output", [])]
 
     @classmethod
-    def from_record(cls, record: bytes) -> StoredResponse:
+    def from_record(cls, record: StoredRecord) -> StoredResponse:
         """The stored response that ``stored_record`` wrote."""
-        try:
-            fields = orjson.loads(record)
-        except orjson.JSONDecodeError:  # written ASCII-escaped, with a lone surrogate orjson does not read
-            fields = json.loads(record)
-        return cls(**fields)
+        return cls({**_loads(record.response), **_loads(record.shared.data)}, _loads(record.input_items))
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """What the server keeps of an exchange, as JSON bytes (a third of the memory of the same Python
+    objects, and their size is what the store counts): the response object as sent, less the
+    ``instructions`` and ``tools`` it repeats (``shared``: one copy for every turn that repeats the
+    same, as an agent's turns all do), and the input items."""
+
+    response: bytes
+    shared: SharedJSON
+    input_items: bytes
+
+    @property
+    def size(self) -> int:
+        """Its bytes, the shared ones counted whole: the store's bound holds however they are shared."""
+        return len(self.response) + len(self.shared.data) + len(self.input_items)
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # written ASCII-escaped, with a lone surrogate orjson does not read
+        return json.loads(data)
 
 
 # What the response object repeats of the request, and its value when the request leaves it out.
@@ -107,11 +128,39 @@ class ResponsesRequest:
         return ENCRYPTED in self.include
 
 
-def stored_record(request: ResponsesRequest, response_json: bytes) -> bytes:
-    """What to keep of an exchange for a later ``previous_response_id``, as JSON bytes (a third of the
-    memory of the same Python objects, and their size is what the store counts): ``response_json`` is
-    the response object sent for ``request``, as it was sent."""
-    return b"".join((b'{"response":', response_json, b',"input_items":', json_bytes(request.items), b"}"))
+def stored_record(request: ResponsesRequest, response: dict[str, Any]) -> StoredRecord:
+    """What to keep of an exchange for a later ``previous_response_id``: ``response`` is the response
+    object sent for ``request``. Every turn of a conversation repeats the same instructions and tools:
+    held once, they are a coding agent's tens of KB less memory a turn, and no new pages for the
+    process to fault in."""
+    shared = {key: response[key] for key in SHARED if key in response}
+    rest = {key: value for key, value in response.items() if key not in SHARED}
+    return StoredRecord(json_bytes(rest), _held_once(json_bytes(shared)), json_bytes(request.items))
+
+
+SHARED = ("instructions", "tools")  # what a response repeats of its request that is large and the same every turn
+
+
+class SharedJSON:
+    """JSON bytes that stored records share: the table that finds them holds them weakly, so they go
+    with the last record that holds them."""
+
+    __slots__ = ("data", "__weakref__")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+_HELD: weakref.WeakValueDictionary[int, SharedJSON] = weakref.WeakValueDictionary()
+
+
+def _held_once(data: bytes) -> SharedJSON:
+    """``data``, as the one copy that every stored record with equal bytes holds."""
+    key = hash(data)
+    held = _HELD.get(key)
+    if held is None or held.data != data:
+        held = _HELD[key] = SharedJSON(data)
+    return held
 
 
 def _refuse_remote_state(body: dict[str, Any]) -> None:
