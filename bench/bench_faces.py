@@ -12,7 +12,7 @@ Messages API, over real HTTP, in one run (not part of the test run).
                    in a rotating order, so that the machine's drift costs each the same.
 
 Target (issue 21): TTFB and CPU per request through each face within 10 % of the chat endpoint's.
-Run: .venv/bin/python bench/bench_faces.py [--requests 200] [--rounds 3] [--block 10]
+Run: .venv/bin/python bench/bench_faces.py [--requests 200] [--rounds 3] [--block 10] [--no-store]
 """
 
 from __future__ import annotations
@@ -166,9 +166,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="streamed and whole requests per face and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--block", type=int, default=10, help="requests of one face before the next face's turn")
+    parser.add_argument("--no-store", action="store_true",
+                        help="Responses requests with store: false, as Codex sends them (by default each turn is "
+                             "stored, and the server's memory grows until the store is at its bound)")
     options = parser.parse_args()
     chat = memgpt_request()
-    bodies = {"chat": chat, "responses": as_responses(chat), "messages": as_messages(chat)}
+    responses = as_responses(chat) if not options.no_store else {**as_responses(chat), "store": False}
+    bodies = {"chat": chat, "responses": responses, "messages": as_messages(chat)}
     backend_port, port = free_port(), free_port()
     fake = start_fake(backend_port)
     server = subprocess.Popen([sys.executable, "-m", "llmproxy", "serve", "--backend", "llamacpp", "--endpoint",
@@ -186,7 +190,8 @@ def main() -> None:
         wait_for_port(port, 120)
         print(f"request: {len(json.dumps(chat)):,} bytes as chat; {options.requests} streamed + {options.requests} "
               f"whole requests per face and round, faces taking turns every {options.block}, one client at a "
-              f"time; {'llmproxy on a core of its own' if len(cores) >= 2 else 'one core shared by all'}")
+              f"time; {'llmproxy on a core of its own' if len(cores) >= 2 else 'one core shared by all'}; Responses "
+              f"turns {'not stored' if options.no_store else 'stored'}")
         for round_ in range(options.rounds):
             figures = asyncio.run(measure(port, server.pid, bodies, options.requests, options.block, totals))
             for face, result in figures.items():

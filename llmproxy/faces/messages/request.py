@@ -28,7 +28,7 @@ from llmproxy.faces.messages._fields import (
     path,
     required,
 )
-from llmproxy.types import ChatRequest, ResponseFormat, Tool
+from llmproxy.types import ChatRequest, ResponseFormat
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,12 @@ def read_request(body: Any, *, counting: bool = False) -> MessagesRequest:
     findings = Findings()
     system = history.system_message(body.get("system"), findings)
     turns = history.conversation(messages, findings)
-    offered = tools.functions(body["tools"], findings) if body.get("tools") is not None else ()
-    tool_choice, parallel = tools.choice(body.get("tool_choice"), [f.name for f in offered])
+    offered = tools.offered_tools(body["tools"], findings) if body.get("tools") is not None else ()
+    tool_choice, parallel = tools.choice(body.get("tool_choice"), [tool.function.name for tool in offered])
     fields: dict[str, Any] = {
         "model": model,
         "messages": [system, *turns] if system is not None else turns,
-        "tools": [Tool(function=f) for f in offered] or None,
+        "tools": list(offered) or None,
         "tool_choice": tool_choice,
         "parallel_tool_calls": parallel,
         "max_tokens": max_tokens,

@@ -1,13 +1,13 @@
 """Anthropic's ``tools`` and ``tool_choice`` as the internal function definitions and tool choice.
 
-``functions(tools, findings)`` takes the request's ``tools`` and gives a FunctionDefinition for each
+``offered_tools(tools, findings)`` takes the request's ``tools`` and gives a chat Tool for each
 client tool (``{name, description, input_schema}``); server tools, which Anthropic runs itself
 (``web_search_20250305``, ``bash_20250124``, ``text_editor_...``), have nothing to run them here and
 are left out and listed in ``findings``. ``choice(tool_choice, offered)`` gives the chat
 ``tool_choice`` and ``parallel_tool_calls`` values, mapped exactly (a named tool stays named).
 
 Agents send the same tools every turn, so their translation is cached by the tools' JSON
-(llmproxy.faces.wire.cached_by_json); the definitions it gives are shared, and read only.
+(llmproxy.faces.wire.cached_by_json); the tools it gives are shared, and read only.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from llmproxy._bounded_cache import MIB
 from llmproxy.faces.messages._blocks import Findings
 from llmproxy.faces.messages._fields import a_bool, a_list, a_string, an_object, fail, optional, path, required
 from llmproxy.faces.wire import cached_by_json
-from llmproxy.types import FunctionDefinition, NamedFunction, NamedToolChoice, ToolChoiceValue
+from llmproxy.types import FunctionDefinition, NamedFunction, NamedToolChoice, Tool, ToolChoiceValue
 
 _MODES = {"auto": "auto", "any": "required", "none": "none"}
 
 
-def functions(tools: Any, findings: Findings) -> tuple[FunctionDefinition, ...]:
+def offered_tools(tools: Any, findings: Findings) -> tuple[Tool, ...]:
     """The client tools of ``tools``, in order."""
     found, skipped = _translated(tools)
     findings.skipped += skipped
@@ -33,7 +33,7 @@ def functions(tools: Any, findings: Findings) -> tuple[FunctionDefinition, ...]:
 
 
 @cached_by_json(4 * MIB)  # of tools JSON; their Python objects take several times that
-def _translated(tools: Any) -> tuple[tuple[FunctionDefinition, ...], tuple[str, ...]]:
+def _translated(tools: Any) -> tuple[tuple[Tool, ...], tuple[str, ...]]:
     """(the client tools of ``tools``, the lines saying which were left out)."""
     findings = Findings()
     found: list[FunctionDefinition] = []
@@ -47,7 +47,7 @@ def _translated(tools: Any) -> tuple[tuple[FunctionDefinition, ...], tuple[str, 
         found.append(_definition(tool, where))
         if found[-1].name in (f.name for f in found[:-1]):
             raise fail(path(where, "name"), f"a second tool named {found[-1].name!r}")
-    return tuple(found), tuple(findings.skipped)
+    return tuple(Tool(function=function) for function in found), tuple(findings.skipped)
 
 
 def _definition(tool: dict[str, Any], where: str) -> FunctionDefinition:

@@ -14,7 +14,7 @@ from typing import Any
 from llmproxy.errors import InvalidRequestError
 from llmproxy.faces.responses._fields import a_list, an_object, at, fail
 from llmproxy.faces.responses.tools import OfferedTools, ToolTarget
-from llmproxy.types import FunctionDefinition
+from llmproxy.types import Tool
 
 PARAM = "tool_choice"
 
@@ -42,21 +42,21 @@ def _chosen(offered: OfferedTools, entry: Any, where: str) -> str:
     return found[0].function.name
 
 
-def read_tool_choice(raw: Any, offered: OfferedTools) -> tuple[list[FunctionDefinition], Any]:
-    """(the functions to offer, chat's ``tool_choice``: None, a mode or a named function) for ``raw``."""
-    functions = [tool.function for tool in offered.tools]
+def read_tool_choice(raw: Any, offered: OfferedTools) -> tuple[list[Tool], Any]:
+    """(the tools to offer, chat's ``tool_choice``: None, a mode or a named function) for ``raw``."""
+    tools = [offered_tool.tool for offered_tool in offered.tools]
     if raw is None:
-        return functions, None
+        return tools, None
     if isinstance(raw, str):
         if raw not in ("none", "auto", "required"):
             raise _refuse("must be 'none', 'auto', 'required' or an object")
-        if raw == "required" and not functions:
+        if raw == "required" and not tools:
             raise _refuse("'required' needs a function or custom tool in tools to call")
-        return functions, raw
+        return tools, raw
     choice = an_object(raw, PARAM)
     kind = choice.get("type")
     if kind in ("function", "custom"):
-        return functions, {"type": "function", "function": {"name": _chosen(offered, choice, PARAM)}}
+        return tools, {"type": "function", "function": {"name": _chosen(offered, choice, PARAM)}}
     if kind == "allowed_tools":
         mode = choice.get("mode", "auto")
         if mode not in ("auto", "required"):
@@ -65,6 +65,6 @@ def read_tool_choice(raw: Any, offered: OfferedTools) -> tuple[list[FunctionDefi
         allowed = {_chosen(offered, entry, at("tool_choice.tools", index)) for index, entry in enumerate(listed)}
         if not allowed:
             raise _refuse("tools: must list at least one tool")
-        return [function for function in functions if function.name in allowed], mode
+        return [tool for tool in tools if tool.function.name in allowed], mode
     raise _refuse(f"{kind!r} tools are not available here (hosted tools run on OpenAI's servers); use 'auto', "
                   "'required', 'none', or a function or custom tool")

@@ -35,7 +35,7 @@ from llmproxy.faces.responses._reasoning import ENCRYPTED
 from llmproxy.faces.responses.history import History
 from llmproxy.faces.responses.tools import ToolNames, read_tools
 from llmproxy.faces.wire import json_bytes
-from llmproxy.types import ChatRequest, Tool
+from llmproxy.types import ChatRequest
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def read_request(body: dict[str, Any], previous: StoredResponse | None = None) -
     skipped = [f"field {key!r} ignored" for key in body if key not in KNOWN]
     include = _include(body.get("include"), skipped)
     offered = read_tools(body.get("tools"), skipped)
-    functions, choice = read_tool_choice(body.get("tool_choice"), offered)
+    offered_tools, choice = read_tool_choice(body.get("tool_choice"), offered)
 
     history = History(offered.names)
     earlier, this_input = (previous.items() if previous is not None else []), _input_items(body.get("input"))
@@ -239,7 +239,7 @@ def read_request(body: dict[str, Any], previous: StoredResponse | None = None) -
     fields = {
         "model": body.get("model"),
         "messages": messages,
-        "tools": [Tool(function=function) for function in functions] or None,
+        "tools": offered_tools or None,
         "tool_choice": choice,
         "parallel_tool_calls": body.get("parallel_tool_calls"),
         "temperature": body.get("temperature"),

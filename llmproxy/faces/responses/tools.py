@@ -32,7 +32,7 @@ from llmproxy._bounded_cache import MIB
 from llmproxy.faces.lark import custom_tool_pattern
 from llmproxy.faces.responses._fields import a_list, a_name, an_object, at, fail, optional_text
 from llmproxy.faces.wire import cached_by_json
-from llmproxy.types import FunctionDefinition
+from llmproxy.types import FunctionDefinition, Tool
 
 VALID_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 SEPARATORS = ("_", ".", "-")  # a namespace ending in one (Codex's "mcp__server__") needs no other
@@ -92,7 +92,11 @@ class ToolNames:
 @dataclass(frozen=True)
 class OfferedTool:
     target: ToolTarget
-    function: FunctionDefinition
+    tool: Tool  # as the chat request offers it: made once with the translation, shared by its requests
+
+    @property
+    def function(self) -> FunctionDefinition:
+        return self.tool.function
 
 
 @dataclass
@@ -137,7 +141,7 @@ def _offer(offered: OfferedTools, target: ToolTarget, description: str | None, p
     if name is None:
         skipped.append(f"{where}: a second tool named {target.name!r} left out")
         return
-    offered.tools.append(OfferedTool(target, _definition(name, description, parameters, where)))
+    offered.tools.append(OfferedTool(target, Tool(function=_definition(name, description, parameters, where))))
 
 
 def read_tools(tools: Any, skipped: list[str]) -> OfferedTools:
