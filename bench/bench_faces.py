@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_server import cpu_seconds, memgpt_request, percentile, wait_for_port  # noqa: E402
+from bench_server import cpu_seconds, memgpt_request, percentile, pin_apart, wait_for_port  # noqa: E402
 from bench_vs_litellm import free_port, start_fake  # noqa: E402
 
 FACES = ("chat", "responses", "messages")
@@ -180,17 +179,13 @@ def main() -> None:
                                "--log-level", "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     totals: dict[str, dict[str, list[float]]] = {face: {"ttfb": [], "stream": [], "whole": [], "cpu": []}
                                                  for face in FACES}
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) >= 2:  # llmproxy on a core of its own: what the client and the fake do costs it nothing
-        os.sched_setaffinity(server.pid, cores[1:2])
-        for pid in (0, fake.pid):
-            os.sched_setaffinity(pid, cores[:1])
+    pinned = pin_apart([server.pid], [0, fake.pid])
     try:
         wait_for_port(backend_port)
         wait_for_port(port, 120)
         print(f"request: {len(json.dumps(chat)):,} bytes as chat; {options.requests} streamed + {options.requests} "
               f"whole requests per face and round, faces taking turns every {options.block}, one client at a "
-              f"time; {'llmproxy on a core of its own' if len(cores) >= 2 else 'one core shared by all'}; Responses "
+              f"time; {'llmproxy on a core of its own' if pinned else 'one core shared by all'}; Responses "
               f"turns {'not stored' if options.no_store else 'stored'}")
         for round_ in range(options.rounds):
             figures = asyncio.run(measure(port, server.pid, bodies, options.requests, options.block, totals))

@@ -188,6 +188,21 @@ def cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pin_apart(measured: list[int], others: list[int]) -> bool:
+    """On a machine of two cores or more: the ``measured`` processes (a proxy) on a core of their own and
+    the ``others`` (the fake backend, the load generator; 0: this process) on another, so that their
+    work costs the measured neither CPU time nor cache. Every thread is moved, those started later
+    follow their parent. False (nothing moved) on one core."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return False
+    for pids, core in ((measured, cores[1]), (others, cores[0])):
+        for pid in pids:
+            for task in Path(f"/proc/{pid or os.getpid()}/task").iterdir():
+                os.sched_setaffinity(int(task.name), {core})
+    return True
+
+
 def _thread_runtime(task: Path) -> float:
     """A thread's CPU time in milliseconds, from its scheduler statistics (0 for one that just ended)."""
     try:

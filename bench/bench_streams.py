@@ -17,14 +17,15 @@ paced fake backend (not part of the test run; issue 23, part 7).
 
 For each target and load: client tokens/s over the measured window (the sum of all clients; the fake
 allows N x rate), the latency of the first tokens that came within the window (p50, p99; nan: none
-did; for the proxies also p50 minus direct's in the same round), and the proxy's CPU time (user +
-system, /proc/PID/stat) over the window divided by the tokens its clients received: the CPU a relayed
-token costs. The fake's and the load generator's CPU a token are shown too, to see who had the cores.
+did; for the proxies also p50 minus direct's in the same round), and the proxy's CPU time (the
+scheduler's count: bench_server.cpu_seconds) over the window divided by the tokens its clients
+received: the CPU a relayed token costs. The fake's and the load generator's CPU a token are shown
+too, to see who had the cores.
 
 Targets (issue 23): llmproxy <= 50 us of CPU a relayed token, first token <= 10 ms later than direct at
-p50, >= 95 % of the direct rate at 32 and 64 streams. The fake backend, the load generator and the
-proxy share this machine's cores (two here): a proxy's CPU is taken from the others, so compare within
-one run.
+p50, >= 95 % of the direct rate at 32 and 64 streams. On two cores or more the proxies run on one core
+and the fake backend and the load generator on another (bench_server.pin_apart): what the others do
+then costs a proxy no CPU time, though the machine's own drift still does, so compare within one run.
 
 LiteLLM is not a dependency of llmproxy; install it in a venv of its own:
     python3.11 -m venv /tmp/litellm-venv && /tmp/litellm-venv/bin/pip install 'litellm[proxy]'
@@ -50,7 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_server import cpu_seconds, percentile, wait_for_port  # noqa: E402
+from bench_server import cpu_seconds, percentile, pin_apart, wait_for_port  # noqa: E402
 from bench_vs_litellm import API_KEY, free_port, start_litellm  # noqa: E402
 from fake_backend import FakeBackend  # noqa: E402
 
@@ -269,9 +270,12 @@ def main() -> None:
             for name, port in ports.items():
                 if name in processes:
                     wait_for_port(port, 120)
+            proxies = [process.pid for name, process in processes.items() if name != "fake"]
+            pinned = pin_apart(proxies, [0, processes["fake"].pid])
             print(f"{options.tokens} tokens a stream at {options.rate:g} tokens/s; {options.warmup:g} s warm-up, "
-                  f"{options.seconds:g} s measured; {os.cpu_count()} cores shared by the fake backend, the load "
-                  "generator and the proxy")
+                  f"{options.seconds:g} s measured; " + ("the proxies on one core, the fake backend and the load "
+                                                          "generator on another" if pinned else
+                                                          "one core shared by the fake, the load and the proxy"))
             targets = [("direct", None, ports["fake"], "fake"), ("llmproxy", processes["llmproxy"], ports["llmproxy"],
                                                                   "bench")]
             if "baseline" in processes:

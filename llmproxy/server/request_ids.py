@@ -8,6 +8,7 @@ lines) is replaced by a fresh ``req_...`` id, like OpenAI's.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable
 
 from starlette.types import Message, Scope, Send
 
@@ -28,9 +29,9 @@ def with_request_id(scope: Scope, send: Send) -> Send:
     value = sent if sent is not None and _SANE.fullmatch(sent) else new_id("req", "_").encode()
     scope.setdefault("state", {})["request_id"] = value.decode()
 
-    async def send_with_id(message: Message) -> None:
+    def send_with_id(message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.start":
             message["headers"] = [*message.get("headers", ()), (HEADER, value)]
-        await send(message)
+        return send(message)  # the server's own send, awaited by the caller: no frame of ours for every token
 
     return send_with_id
