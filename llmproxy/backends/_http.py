@@ -247,7 +247,7 @@ class Relay:
                 f" is the endpoint really a {self.client.backend} server?",
                 backend=self.client.backend, url=self.url,
             ) from exc
-        if reports_error(payload):
+        if ("error" in payload or "object" in payload) and reports_error(payload):  # a token's event has neither
             raise self.client.reported_error(self.url, payload, mid_stream=True)
         self.events += 1
         try:  # expect_shape's handling, inline: this runs for every token

@@ -164,8 +164,9 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
 
         def out(sent: list[bytes]) -> bytes:
             nonlocal held
-            sent, held = held + sent, []
-            return b"".join(sent)
+            if held:
+                sent, held = held + sent, []
+            return sent[0] if len(sent) == 1 else b"".join(sent)  # most tokens: one event, as it is
 
         try:
             again = False  # the answer starts afresh: a second chance, another member of a pool, another model
