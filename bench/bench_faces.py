@@ -12,7 +12,9 @@ Messages API, over real HTTP, in one run (not part of the test run).
                    in a rotating order, so that the machine's drift costs each the same.
 
 Target (issue 21): TTFB and CPU per request through each face within 10 % of the chat endpoint's.
-Run: .venv/bin/python bench/bench_faces.py [--requests 200] [--rounds 3] [--block 10] [--no-store]
+"unstored" is the Responses request with `store: false` (as Codex sends it); "responses" stores every
+turn, as OpenAI does by default.
+Run: .venv/bin/python bench/bench_faces.py [--requests 200] [--rounds 3] [--block 10]
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ sys.path.insert(0, str(HERE))
 from bench_server import cpu_seconds, memgpt_request, percentile, pin_apart, wait_for_port  # noqa: E402
 from bench_vs_litellm import free_port, start_fake  # noqa: E402
 
-FACES = ("chat", "responses", "messages")
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+# "responses" stores each turn (OpenAI's default: the server's memory grows until the store is at its
+# bound); "unstored" is the same request with ``store: false``, as Codex sends it.
+FACES = ("chat", "responses", "unstored", "messages")
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "unstored": "/v1/responses",
+         "messages": "/v1/messages"}
 
 
 def as_responses(chat: dict) -> dict:
@@ -165,13 +170,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="streamed and whole requests per face and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--block", type=int, default=10, help="requests of one face before the next face's turn")
-    parser.add_argument("--no-store", action="store_true",
-                        help="Responses requests with store: false, as Codex sends them (by default each turn is "
-                             "stored, and the server's memory grows until the store is at its bound)")
     options = parser.parse_args()
     chat = memgpt_request()
-    responses = as_responses(chat) if not options.no_store else {**as_responses(chat), "store": False}
-    bodies = {"chat": chat, "responses": responses, "messages": as_messages(chat)}
+    bodies = {"chat": chat, "responses": as_responses(chat), "unstored": {**as_responses(chat), "store": False},
+              "messages": as_messages(chat)}
     backend_port, port = free_port(), free_port()
     fake = start_fake(backend_port)
     server = subprocess.Popen([sys.executable, "-m", "llmproxy", "serve", "--backend", "llamacpp", "--endpoint",
@@ -185,8 +187,7 @@ def main() -> None:
         wait_for_port(port, 120)
         print(f"request: {len(json.dumps(chat)):,} bytes as chat; {options.requests} streamed + {options.requests} "
               f"whole requests per face and round, faces taking turns every {options.block}, one client at a "
-              f"time; {'llmproxy on a core of its own' if pinned else 'one core shared by all'}; Responses "
-              f"turns {'not stored' if options.no_store else 'stored'}")
+              f"time; {'llmproxy on a core of its own' if pinned else 'one core shared by all'}")
         for round_ in range(options.rounds):
             figures = asyncio.run(measure(port, server.pid, bodies, options.requests, options.block, totals))
             for face, result in figures.items():

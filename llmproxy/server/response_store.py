@@ -22,7 +22,7 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_TTL = 3600.0  # seconds: an agent's turns come seconds to minutes apart
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
     record: Any
     size: int

@@ -376,7 +376,7 @@ def test_a_stored_response_is_continued_without_its_instructions():
         {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "list", "namespace": "mcp__files__",
          "arguments": '{"path": "."}', "status": "completed"}]}
     record = stored_record(first, response)
-    assert json.loads(record.response) == response and json.loads(record.input_items) == first.items
+    assert json.loads(record.data) == {"response": response, "input_items": first.items}
     previous = StoredResponse.from_record(record)
     assert previous == StoredResponse(response, first.items)
     follow = [{"type": "function_call_output", "call_id": "c1", "output": "a.txt"}]
@@ -405,8 +405,8 @@ def test_the_instructions_and_tools_every_turn_repeats_are_stored_once():
     turns = [read_request(body(f"Turn {n}.", instructions="You are Codex.", tools=CODEX_TOOLS)) for n in range(3)]
     records = [stored_record(turn, {"id": f"resp_{n}", "output": [], **turn.echo}) for n, turn in enumerate(turns)]
     assert records[0].shared is records[1].shared is records[2].shared  # one copy in memory
-    assert b"You are Codex." in records[0].shared.data and b"You are Codex." not in records[0].response
-    assert records[0].size == len(records[0].response) + len(records[0].shared.data) + len(records[0].input_items)
+    assert b"You are Codex." in records[0].shared.data and b"You are Codex." not in records[0].data
+    assert records[0].size == len(records[0].data) + len(records[0].shared.data)
     for n, record in enumerate(records):
         assert StoredResponse.from_record(record).response == {"id": f"resp_{n}", "output": [], **turns[n].echo}
     other = read_request(body("Turn 0.", instructions="You are someone else.", tools=CODEX_TOOLS))

@@ -53,24 +53,25 @@ class StoredResponse:
     @classmethod
     def from_record(cls, record: StoredRecord) -> StoredResponse:
         """The stored response that ``stored_record`` wrote."""
-        return cls({**_loads(record.response), **_loads(record.shared.data)}, _loads(record.input_items))
+        fields = _loads(record.data)
+        return cls({**fields["response"], **_loads(record.shared.data)}, fields["input_items"])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredRecord:
     """What the server keeps of an exchange, as JSON bytes (a third of the memory of the same Python
-    objects, and their size is what the store counts): the response object as sent, less the
-    ``instructions`` and ``tools`` it repeats (``shared``: one copy for every turn that repeats the
-    same, as an agent's turns all do), and the input items."""
+    objects, and their size is what the store counts): ``data``, the response object as sent and the
+    input items, less the ``instructions`` and ``tools`` the response repeats (``shared``: one copy
+    for every turn that repeats the same, as an agent's turns all do). ``data`` is one object: kept as
+    two, the pieces split the heap's free space so that it grew by three times their size a turn."""
 
-    response: bytes
+    data: bytes
     shared: SharedJSON
-    input_items: bytes
 
     @property
     def size(self) -> int:
         """Its bytes, the shared ones counted whole: the store's bound holds however they are shared."""
-        return len(self.response) + len(self.shared.data) + len(self.input_items)
+        return len(self.data) + len(self.shared.data)
 
 
 def _loads(data: bytes) -> Any:
@@ -133,9 +134,10 @@ def stored_record(request: ResponsesRequest, response: dict[str, Any]) -> Stored
     object sent for ``request``. Every turn of a conversation repeats the same instructions and tools:
     held once, they are a coding agent's tens of KB less memory a turn, and no new pages for the
     process to fault in."""
-    shared = {key: response[key] for key in SHARED if key in response}
-    rest = {key: value for key, value in response.items() if key not in SHARED}
-    return StoredRecord(json_bytes(rest), _held_once(json_bytes(shared)), json_bytes(request.items))
+    rest = dict(response)
+    shared = {key: rest.pop(key) for key in SHARED if key in rest}
+    data = b"".join((b'{"response":', json_bytes(rest), b',"input_items":', json_bytes(request.items), b"}"))
+    return StoredRecord(data, _held_once(json_bytes(shared)))
 
 
 SHARED = ("instructions", "tools")  # what a response repeats of its request that is large and the same every turn
