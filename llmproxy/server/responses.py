@@ -147,6 +147,8 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                     async with watch.interruptible():  # a client that leaves before the first token stops the wait
                         deltas = await lane.open(planned, watch, idle_after(events))
                         first = await lane.next(deltas)  # IDLE: the stream starts, to keep the client waiting
+                    if first is not IDLE:
+                        log.first_token()
                     break
                 except LLMProxyError as exc:
                     if not goes_again(exc, lane, generation, log):
