@@ -23,9 +23,8 @@ import aiohttp
 import anyio
 import httptools
 import httpx
-import orjson
 
-from llmproxy._json_bytes import json_bytes
+from llmproxy._json_bytes import json_bytes, json_value
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
 from llmproxy.backends._stream_reply import ConnectionEnded, IdleConnections, StreamReply
 from llmproxy.backends.base import IDLE, FinishReason, StreamDelta
@@ -171,15 +170,6 @@ def _plain_events(chunk: bytes) -> list[bytes] | None:
     return events
 
 
-def _loads(data: str) -> Any:
-    """``json.loads``, by orjson where it can (a third of the time a stream event): orjson refuses what
-    Python's reader takes (a lone surrogate escape, NaN, a huge integer), which then reads as before."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
-
-
 def _json_or_text(data: str) -> Any:
     try:
         return json.loads(data)
@@ -240,14 +230,14 @@ class Relay:
             self.done = True
             return None
         try:
-            payload = _loads(data)
+            payload = json_value(data)  # by orjson: a third of json.loads's time a stream event
         except ValueError as exc:
             raise BackendProtocolError(
                 f"{self.client.backend} at {self.url} sent a stream event that is not JSON ({data[:200]!r});"
                 f" is the endpoint really a {self.client.backend} server?",
                 backend=self.client.backend, url=self.url,
             ) from exc
-        if ("error" in payload or "object" in payload) and reports_error(payload):  # a token's event has neither
+        if reports_error(payload):
             raise self.client.reported_error(self.url, payload, mid_stream=True)
         self.events += 1
         try:  # expect_shape's handling, inline: this runs for every token

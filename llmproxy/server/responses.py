@@ -26,6 +26,9 @@ from llmproxy.server.endpoints import Generation
 from llmproxy.server.lanes import Collector, Lane
 from llmproxy.server.request_log import RequestLog, logger
 
+# The model that gets an answer left unusable: its lane and generation, once per request (None: none).
+Escalate = Callable[[BaseException], tuple[Lane, Generation] | None]
+
 KEEPALIVE_SECONDS = 5.0  # Codex and Claude Code reset their idle timers on events; they wait minutes
 
 

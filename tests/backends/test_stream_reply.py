@@ -134,7 +134,7 @@ def test_a_kept_connection_closed_as_the_request_went_out_hands_it_to_a_new_one(
     requests = []
 
     async def handler(reader, writer, index):
-        body = await read_request(reader)
+        await read_request(reader)
         requests.append(index)
         writer.write(answer("x"))
         if index == 0:

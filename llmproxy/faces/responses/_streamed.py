@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NamedTuple
 from llmproxy.faces.responses._reasoning import reasoning_item
 from llmproxy.faces.responses.output import message_item, output_text
 from llmproxy.faces.responses.tools import ToolTarget
-from llmproxy.faces.wire import json_bytes
+from llmproxy.faces.wire import json_bytes, sse_event
 from llmproxy.types import new_id
 
 
@@ -54,12 +54,11 @@ class StreamedItem(ABC):
 
     def grown(self, piece: str) -> list[Payload]:
         self.text += piece
-        if self._delta_head is None:
-            data = json_bytes(self._event(self.delta_type, **self.delta_fields))
-            self._delta_head = b"event: " + self.delta_type.encode() + b"\ndata: " + data[:-1] + b',"delta":'
+        if self._delta_head is None:  # the event without its delta, open where the delta goes
+            self._delta_head = sse_event(self._event(self.delta_type, **self.delta_fields))[:-3] + b',"delta":'
         return [Delta(self._delta_head, piece)]
 
-    def _added(self, item: Payload) -> Payload:
+    def _added(self, item: dict[str, Any]) -> dict[str, Any]:
         return {"type": "response.output_item.added", "output_index": self.index, "item": item}
 
     def _item_done(self) -> Payload:
@@ -97,7 +96,6 @@ class StreamedReasoning(StreamedItem):
                 self._event("response.reasoning_summary_part.added", summary_index=0,
                             part={"type": "summary_text", "text": ""})]
 
-
     def closed(self) -> list[Payload]:
         return [self._event("response.reasoning_summary_text.done", summary_index=0, text=self.text),
                 self._event("response.reasoning_summary_part.done", summary_index=0,
@@ -120,7 +118,6 @@ class StreamedMessage(StreamedItem):
         return [self._added({"id": self.id, "type": "message", "role": "assistant", "status": "in_progress",
                              "content": []}),
                 self._event("response.content_part.added", content_index=0, part=output_text(""))]
-
 
     def closed(self) -> list[Payload]:
         return [self._event("response.output_text.done", content_index=0, text=self.text, logprobs=[]),
@@ -154,7 +151,6 @@ class StreamedFunctionCall(StreamedItem):
     def opened(self) -> list[Payload]:
         return [self._added(self._item("in_progress"))]
 
-
     def closed(self) -> list[Payload]:
         return [self._event("response.function_call_arguments.done", name=self.target.name, arguments=self.text),
                 self._item_done()]
@@ -182,7 +178,6 @@ class StreamedCustomCall(StreamedItem):
 
     def opened(self) -> list[Payload]:
         return [self._added(self._item(""))]
-
 
     def closed(self) -> list[Payload]:
         return [self._event("response.custom_tool_call_input.done", input=self.text), self._item_done()]

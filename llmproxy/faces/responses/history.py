@@ -96,13 +96,13 @@ class History:
 
     def _function_call(self, item: dict[str, Any], here: str) -> None:
         call_id, name = a_name(item, "call_id", here), a_name(item, "name", here)
-        namespace = optional_text(item, "namespace", here) if "namespace" in item else None
+        namespace = optional_text(item, "namespace", here) or None
         arguments = item.get("arguments")
         if arguments is None:
             arguments = "{}"
         elif not isinstance(arguments, str):  # the arguments as an object, not yet as JSON text
             arguments = json.dumps(arguments, ensure_ascii=False)
-        self._add_call(call_id, self.names.name_for(ToolTarget(name, namespace or None)), arguments)
+        self._add_call(call_id, self.names.name_for(ToolTarget(name, namespace)), arguments)
 
     def _custom_tool_call(self, item: dict[str, Any], here: str) -> None:
         call_id, name = a_name(item, "call_id", here), a_name(item, "name", here)

@@ -20,7 +20,6 @@ and ``StoredResponse.from_record`` reads it back.
 
 from __future__ import annotations
 
-import json
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from llmproxy.faces.responses._fields import a_list, an_object, fail
 from llmproxy.faces.responses._reasoning import ENCRYPTED
 from llmproxy.faces.responses.history import History
 from llmproxy.faces.responses.tools import ToolNames, read_tools
+from llmproxy._json_bytes import json_value
 from llmproxy.faces.wire import json_bytes
 from llmproxy.types import ChatRequest
 
@@ -53,8 +53,8 @@ class StoredResponse:
     @classmethod
     def from_record(cls, record: StoredRecord) -> StoredResponse:
         """The stored response that ``stored_record`` wrote."""
-        fields = _loads(record.data)
-        return cls({**fields["response"], **_loads(record.shared.data)}, fields["input_items"])
+        fields = json_value(record.data)
+        return cls({**fields["response"], **json_value(record.shared.data)}, fields["input_items"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +72,6 @@ class StoredRecord:
     def size(self) -> int:
         """Its bytes, the shared ones counted whole: the store's bound holds however they are shared."""
         return len(self.data) + len(self.shared.data)
-
-
-def _loads(data: bytes) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:  # written ASCII-escaped, with a lone surrogate orjson does not read
-        return json.loads(data)
 
 
 # What the response object repeats of the request, and its value when the request leaves it out.
