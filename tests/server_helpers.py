@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -94,15 +95,15 @@ SERVER_THREAD = "test-server-loop"  # the thread the server's event loop runs in
 class RunningServer:
     """llmproxy's app served by uvicorn on a free port in a background thread, as ``run`` serves it."""
 
-    def __init__(self, routes: dict[str, Route], connections: ConnectionLimits = ConnectionLimits(),
-                 **options: Any) -> None:
+    def __init__(self, routes: dict[str, Route], connections: ConnectionLimits = ConnectionLimits(), *,
+                 app: FastAPI | None = None, **options: Any) -> None:
         # TCP named (not 0), so that asyncio turns Nagle off on each connection, as on the sockets
         # uvicorn makes itself; else a keep-alive client waits ~40 ms a request for a delayed ACK.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.app = create_app(routes, **options)
+        self.app = app if app is not None else create_app(routes, **options)  # ``app``: one made (and added to) here
         self.loop: asyncio.AbstractEventLoop | None = None  # the server's event loop, once it runs
         self.app.router.add_event_handler("startup", self._started)
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, **uvicorn_options(connections))

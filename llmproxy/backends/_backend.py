@@ -223,8 +223,13 @@ class HTTPBackend(Backend, AsyncBackend):
                 answering.cancel()  # closed before the answer came: it is not waited for
             return
         async with aclosing(self.ahttp.stream(exchange, idle_after=idle_after)) as deltas:  # closed when this is
-            async for delta in deltas:
-                yield delta
+            each = None  # what the reader sends in, passed on: a relay's callback (llmproxy.server.lanes)
+            while True:
+                try:
+                    delta = await deltas.asend(each)
+                except StopAsyncIteration:
+                    return
+                each = yield delta
 
     def grammar_fields(self, params: GenerationParams) -> dict[str, Any]:
         """The request field(s) carrying ``params.grammar``; a grammar is never silently dropped."""

@@ -27,7 +27,7 @@ import httpx
 from llmproxy._json_bytes import json_bytes, json_value
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
 from llmproxy.backends._stream_reply import ConnectionEnded, IdleConnections, StreamReply
-from llmproxy.backends.base import IDLE, FinishReason, StreamDelta
+from llmproxy.backends.base import IDLE, FinishReason, Relayed, StreamDelta
 from llmproxy.errors import (
     BackendConnectionError,
     BackendError,
@@ -114,9 +114,9 @@ class EventReader:
 
     def feed(self, chunk: bytes) -> list[str]:
         if self.sse and not (self._pending or self._data or self._event):
-            events = _plain_events(chunk)
-            if events is not None:  # most reads: what the line-by-line reading below would give
-                return [event[6:].decode("utf-8", errors="replace") for event in events]
+            payloads = _plain_payloads(chunk)
+            if payloads is not None:  # most reads: what the line-by-line reading below would give
+                return payloads
         *lines, self._pending = (self._pending + chunk).split(b"\n")
         return self._payloads(lines)
 
@@ -158,16 +158,19 @@ class EventReader:
         return [text if event != "error" else json.dumps({"error": _json_or_text(text)})]
 
 
-def _plain_events(chunk: bytes) -> list[bytes] | None:
-    """The events in ``chunk`` where it is whole ``data: ...`` events of one line each, ended by LF
+def _plain_payloads(chunk: bytes) -> list[str] | None:
+    """The payloads of ``chunk`` where it is whole ``data: ...`` events of one line each, ended by LF
     alone (a read of most streams), else None."""
-    if not chunk.endswith(b"\n\n") or b"\r" in chunk:
+    # ``find``, not ``in``: a bytes ``in`` first tries its operand as an integer and formats the error.
+    if chunk.find(b"\r") != -1 or not chunk.endswith(b"\n\n"):
         return None
+    if chunk.find(b"\n") == len(chunk) - 2:  # one event: most reads of a stream that is not flooding
+        return [chunk[6:-2].decode("utf-8", errors="replace")] if chunk.startswith(b"data: ") else None
     events = chunk[:-2].split(b"\n\n")
     for event in events:
-        if not event.startswith(b"data: ") or b"\n" in event:
+        if not event.startswith(b"data: ") or event.find(b"\n") != -1:
             return None
-    return events
+    return [event[6:].decode("utf-8", errors="replace") for event in events]
 
 
 def _json_or_text(data: str) -> Any:
@@ -275,6 +278,18 @@ class Relay:
                 backend=self.client.backend, url=self.url,
             )
         return StreamDelta("", self.finish or "stop", self.prompt_tokens, self.completion_tokens, self.stop_word)
+
+
+def relayed(relay: Relay, reply: StreamReply, each: Relayed) -> Callable[[list[str]], Awaitable[None] | None]:
+    """What ``reply.relay`` hands the payloads that arrive together to: their delta, to ``each``."""
+
+    def push(payloads: list[str]) -> Awaitable[None] | None:
+        delta = relay.delta(payloads)
+        if relay.done:
+            reply.stop()
+        return None if delta is None else each(delta)
+
+    return push
 
 
 # --- the clients -----------------------------------------------------------------------------
@@ -616,7 +631,10 @@ class AsyncHTTPClient(_Client):
                     while payloads is not None:
                         delta = relay.delta(payloads)
                         if delta is not None:
-                            yield delta
+                            each = yield delta
+                            if each is not None:  # the reader takes the rest as it comes (``relayed``)
+                                await reply.relay(relayed(relay, reply, each))
+                                break
                         if relay.done:
                             break
                         payloads = await reply.read()

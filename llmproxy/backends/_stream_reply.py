@@ -6,14 +6,16 @@ answer took some twenty Python calls (its protocol, the parser's callbacks, its 
 iterator) before the server saw its bytes; here a ``StreamReply`` is the connection's asyncio protocol
 for the time of one reply: httptools (the C parser uvicorn uses) splits the response as the bytes
 come, the body goes at once into the stream's own reader (SSE or NDJSON), and whoever reads the reply
-gets every payload that came since its last read in one go. ``IdleConnections`` keeps a connection
-whose reply ended for the next stream (HTTP keep-alive), as a client library would.
+gets every payload that came since its last read in one go. Or, once the answer has begun, its reader
+hands over how each payload is relayed (``relay``): then the connection's own callback relays every
+token as its bytes arrive, down to the client's socket, with no task woken for it. ``IdleConnections``
+keeps a connection whose reply ended for the next stream (HTTP keep-alive), as a client library would.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import httptools
@@ -62,6 +64,8 @@ class StreamReply(asyncio.Protocol):
         self._waiting_since: float | None = None
         self._limit: tuple[float, Callable[[], BaseException]] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._push: Callable[[list[str]], Awaitable[None] | None] | None = None  # while ``relay`` runs
+        self._blocked: Awaitable[None] | None = None  # what ``_push`` is still writing: nothing more until done
 
     # --- what the connection does (asyncio calls these) ---
 
@@ -74,7 +78,10 @@ class StreamReply(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(exc)
-        self._wake()  # every arrival ends a wait: a read of nothing new waits again, its limit anew
+        if self._push is None:
+            self._wake()  # every arrival ends a wait: a read of nothing new waits again, its limit anew
+        elif self._waiting_since is not None:
+            self._waiting_since = self._loop.time()  # a relay's one long wait: its limit counts from the last arrival
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.complete and self._failure is None:
@@ -102,7 +109,19 @@ class StreamReply(asyncio.Protocol):
         if not 200 <= self._status < 300:  # type: ignore[operator] - the head came first
             self._error_body.append(body)
             return
-        self._payloads += self._body.feed(body)
+        payloads = self._body.feed(body)
+        if self._push is not None and self._blocked is None and not self._payloads:  # relaying, nothing held
+            if payloads:
+                try:
+                    self._blocked = self._push(payloads)
+                except Exception as exc:  # noqa: BLE001 - raised by ``relay``, in the reader's task
+                    self._fail(exc)
+                    return
+                if self._blocked is not None:  # its client is slow: no more until that is written
+                    self.transport.pause_reading()  # type: ignore[union-attr] - data came on it
+                    self._wake()
+            return
+        self._payloads += payloads
         self._unread += len(body)
         if self._unread > PAUSE_BYTES and self.transport is not None:
             self.transport.pause_reading()  # resumed by the read that takes them
@@ -125,11 +144,41 @@ class StreamReply(asyncio.Protocol):
             if self.complete:
                 return None
             await self._wait()
-        payloads, self._payloads = self._payloads, []
-        if self._unread > PAUSE_BYTES and self.transport is not None:
-            self.transport.resume_reading()
-        self._unread = 0
-        return payloads
+        return self._taken()
+
+    async def relay(self, push: Callable[[list[str]], Awaitable[None] | None]) -> None:
+        """Hand every payload from now on to ``push``, in the connection's own callback as the bytes arrive:
+        no wake-up of the reader's task between a token's bytes and its relay, which cost more than the
+        relay itself. Returns once the body ended or ``stop()`` was called; raises the reply's failure or
+        ``push``'s. Where ``push`` gives an awaitable (what it wrote waits for a slow client), the
+        connection stops reading until that is done."""
+        self._push = push
+        try:
+            while True:
+                if self._blocked is not None:  # what was pushed last is still being written: it holds the rest
+                    await self._blocked
+                    self._blocked = None
+                    if not self.transport.is_closing():  # type: ignore[union-attr] - connected
+                        self.transport.resume_reading()  # type: ignore[union-attr]
+                elif self._push is None:  # stopped, or failed
+                    break
+                elif self._payloads:  # they came before the relay began, or while it was blocked
+                    self._blocked = push(self._taken())
+                    if self._blocked is not None:
+                        self.transport.pause_reading()  # type: ignore[union-attr] - connected
+                elif self.complete:
+                    break
+                else:
+                    await self._wait()  # woken by the end, a failure or a blocked push: not by every arrival
+            if self._failure is not None:
+                raise self._failure
+        finally:
+            self._push = None
+
+    def stop(self) -> None:
+        """End ``relay``: nothing more is handed on (its protocol said the answer is complete)."""
+        self._push = None
+        self._wake()
 
     async def text(self) -> str:
         """The whole body of a reply that is not a success."""
@@ -169,6 +218,14 @@ class StreamReply(asyncio.Protocol):
         if self._failure is not None:
             raise self._failure
 
+    def _taken(self) -> list[str]:
+        """The payloads that came, taken: reading goes on if they had stopped it."""
+        payloads, self._payloads = self._payloads, []
+        if self._unread > PAUSE_BYTES and self.transport is not None:
+            self.transport.resume_reading()
+        self._unread = 0
+        return payloads
+
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
@@ -178,9 +235,11 @@ class StreamReply(asyncio.Protocol):
             self._payloads += self._body.end()
         self.complete = True
         self._stop_timer()
+        self._wake()  # a relay waits for nothing else
 
     def _fail(self, exc: BaseException) -> None:
         self._failure = exc
+        self._push = None  # a relay hands on nothing more
         self.close()
         self._wake()
 

@@ -31,7 +31,7 @@ from llmproxy.grammar import prepare_validation
 from llmproxy.route import Route
 from llmproxy.server.config import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_escalations,
                                     check_fallbacks, route_limits)
-from llmproxy.server.connections import reserve_descriptors, uvicorn_options
+from llmproxy.server.connections import BODY_WRITER, reserve_descriptors, uvicorn_options
 from llmproxy.server.disconnects import Cancelled
 from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration, openai_error_body
 from llmproxy.faces.messages import models_list as anthropic_models
@@ -157,6 +157,8 @@ class _Server(FastAPI):
                 logger.warning("refused a request to %s: %s", scope["path"], refused.message)
                 await _error_response(refused, Request(scope))(scope, receive, send)
                 return
+        if self.user_middleware:  # a middleware may rewrite bodies: every piece goes through the ASGI send
+            scope.get("extensions", {}).pop(BODY_WRITER, None)
         direct = scope["type"] == "http" and scope["method"] == "POST" and not self.user_middleware
         handler = self.direct.get(_route_path(scope)) if direct else None
         if handler is None:

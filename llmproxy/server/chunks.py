@@ -82,6 +82,7 @@ class OpenAIEvents:
 
     def __init__(self, chunks: Chunks) -> None:
         self.chunks = chunks
+        self.feed = chunks.feed_events  # a token's way out, with no call of ours in between
 
     @property
     def sent_text(self) -> bool:
@@ -89,9 +90,6 @@ class OpenAIEvents:
 
     def opening(self) -> list[bytes]:
         return [sse(chunk) for chunk in self.chunks.opening()]
-
-    def feed(self, text: str) -> list[bytes]:
-        return self.chunks.feed_events(text)
 
     def closing(self, response: Any) -> list[bytes]:
         return [sse(chunk) for chunk in self.chunks.closing(response)]

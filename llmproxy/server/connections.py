@@ -20,16 +20,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from llmproxy.errors import HeadersTooLargeError, LLMProxyError, OverloadedError, RequestTimeoutError
 from llmproxy.server.config import ConnectionLimits
 from llmproxy.server.envelope import envelope
 
 logger = logging.getLogger("llmproxy.server")
+# An ASGI extension this server's connections give each request: ``write(chunk) -> bool`` sends ``chunk``
+# as the next piece of a started, chunked response body at once, with none of the ASGI send's machinery
+# (a coroutine a call: a relayed token's largest cost after the socket's), or says False and writes
+# nothing where the ASGI send must take it (the client reads slowly, has left, or the body is not chunked).
+BODY_WRITER = "llmproxy.body_writer"
 
 
 class Connections:
@@ -101,6 +107,9 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.scope is self.scope:  # a request to answer (not an upgrade)
+            self.scope.setdefault("extensions", {})[BODY_WRITER] = _body_writer(cycle, self.transport)
         self.expect("body", self.limits.body_timeout)
 
     def on_message_complete(self) -> None:
@@ -145,6 +154,19 @@ class GuardedProtocol(HttpToolsProtocol):
         self.registry.leave(self)
         self.expect("closed", None)
         self.transport.close()
+
+
+def _body_writer(cycle: RequestResponseCycle, transport: asyncio.Transport) -> Callable[[bytes], bool]:
+    """The ``BODY_WRITER`` of the response ``cycle`` sends."""
+
+    def write(chunk: bytes) -> bool:
+        if (cycle.chunked_encoding is not True or cycle.flow.write_paused or cycle.disconnected
+                or cycle.response_complete):
+            return False
+        transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))  # the chunked framing uvicorn's send writes
+        return True
+
+    return write
 
 
 def _raw_response(error: LLMProxyError) -> bytes:

@@ -23,14 +23,14 @@ import abc
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
 from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
-from llmproxy.backends.base import IDLE, AsyncBackend, Backend, Completion, ProbeResult, StreamDelta
+from llmproxy.backends.base import IDLE, AsyncBackend, Backend, Completion, ProbeResult, Relayed, StreamDelta
 from llmproxy.server.admission import Admission
 from llmproxy.server.config import RouteLimits
 from llmproxy.server.disconnects import Cancelled, Watch
@@ -96,6 +96,21 @@ class Lane(abc.ABC):
     async def next(self, deltas: Any) -> StreamDelta | None:
         """The stream's next delta (or ``IDLE``); None at its end."""
 
+    async def relay(self, deltas: Any, each: Relayed) -> None:
+        """Every delta left in the stream handed to ``each`` until the stream ends; what ``each`` gives
+        back (its client is slow) is waited for before the next."""
+        delta = await self.offer(deltas, each)
+        while delta is not None:
+            blocked = each(delta)
+            if blocked is not None:
+                await blocked
+            delta = await self.next(deltas)
+
+    async def offer(self, deltas: Any, each: Relayed) -> StreamDelta | None:
+        """``next``, with ``each`` offered to a stream that relays by itself (it calls ``each`` for
+        every delta that comes before the one it gives)."""
+        return await self.next(deltas)
+
     @abc.abstractmethod
     async def close(self, deltas: Any) -> None:
         """End the stream (the backend stops generating)."""
@@ -140,6 +155,12 @@ class LoopLane(Lane):
 
     async def next(self, deltas: AsyncIterator[StreamDelta]) -> StreamDelta | None:
         return await anext(deltas, None)
+
+    async def offer(self, deltas: AsyncGenerator[StreamDelta, Relayed | None], each: Relayed) -> StreamDelta | None:
+        try:  # sent in: an HTTP stream hands ``each`` its deltas as the bytes arrive (AsyncBackend.astream)
+            return await deltas.asend(each)
+        except StopAsyncIteration:
+            return None
 
     async def close(self, deltas: AsyncIterator[StreamDelta]) -> None:
         await deltas.aclose()  # type: ignore[attr-defined]

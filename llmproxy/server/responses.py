@@ -17,10 +17,11 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from llmproxy.backends.base import IDLE
+from llmproxy.backends.base import IDLE, StreamDelta
 from llmproxy.errors import LLMProxyError, OutputParseError
 from llmproxy.server.admission import Slot
 from llmproxy.server.chunks import Events
+from llmproxy.server.connections import BODY_WRITER
 from llmproxy.server.disconnects import watching
 from llmproxy.server.endpoints import Generation
 from llmproxy.server.lanes import Collector, Lane
@@ -72,16 +73,31 @@ class EventStream(StreamingResponse):
     Sent by the task that answers the request, the client's disconnect cancelling it (a cancel scope,
     so a step that must finish first, such as a worker thread's, does): Starlette's own way starts a
     task group of two for every stream, which costs the first event a turn of the event loop, and more
-    under load.
+    under load. The body may also be written from outside its iteration, as a relay does (``write``).
     """
 
     media_type = "text/event-stream"
+    _write_now: Callable[[bytes], bool] | None = None  # the server's own body writer, once sending
 
     def __init__(self, body: AsyncIterator[bytes], on_close: Callable[[], Awaitable[None]]) -> None:
         super().__init__(body, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self._on_close = on_close
 
+    def write(self, chunk: bytes) -> Awaitable[None] | None:
+        """``chunk`` sent now, from outside the body's own iteration (a relay's callback, as a token arrives);
+        what is left to await when the client is slow to read: nothing else may be written before it is done."""
+        if self._write_now is not None and self._write_now(chunk):
+            return None
+        sending = self._send({"type": "http.response.body", "body": chunk, "more_body": True}).__await__()
+        try:
+            waiting = sending.send(None)  # run now, as far as it goes without waiting
+        except StopIteration:
+            return None
+        return _rest(sending, waiting)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._send = send
+        self._write_now = scope.get("extensions", {}).get(BODY_WRITER)  # this server's own connections
         try:
             with anyio.CancelScope() as sending:
                 listener = asyncio.ensure_future(self._stop_when_the_client_leaves(receive, sending))
@@ -100,6 +116,28 @@ class EventStream(StreamingResponse):
     async def _stop_when_the_client_leaves(self, receive: Receive, sending: anyio.CancelScope) -> None:
         await self.listen_for_disconnect(receive)
         sending.cancel()
+
+
+async def _rest(steps: Any, waiting: Any) -> None:
+    """What is left of an awaitable run as far as it went (``steps``, stopped at ``waiting``): each future
+    it waits on awaited here, then it goes on."""
+    while True:
+        try:
+            if waiting is None:  # a bare yield: the step gives the loop a turn
+                await asyncio.sleep(0)
+            else:
+                waiting._asyncio_future_blocking = False  # taken over, as a task takes what its coroutine awaits
+                await waiting
+        except BaseException as exc:  # noqa: BLE001 - the step's own wait failed: the step is told
+            try:
+                waiting = steps.throw(exc)
+            except StopIteration:
+                return
+            continue
+        try:
+            waiting = steps.send(None)
+        except StopIteration:
+            return
 
 
 def idle_after(events: Events) -> float | None:
@@ -121,7 +159,9 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     that ends the stream with the face's error event. The opening events go out with the first event
     after them, so that an answer still unusable after its second chances, while nothing at all has
     been sent, may be asked afresh of the model ``escalate`` names (its lane and generation), in the
-    same stream.
+    same stream. From its first delta on, an answer is relayed (``Lane.relay``): an HTTP backend's
+    connection hands each later delta to ``each`` as its bytes arrive, which writes its events to the
+    client at once (``EventStream.write``), with no turn of the event loop a token.
     """
     deltas: Any = None  # the lane's stream, once open
     slot: Slot | None = None  # the request's place in its lane, once admitted
@@ -173,6 +213,14 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                 sent, held = held + sent, []
             return sent[0] if len(sent) == 1 else b"".join(sent)  # most tokens: one event, as it is
 
+        def each(delta: StreamDelta) -> Awaitable[None] | None:
+            """A delta relayed: written to the client as it comes (one write for all of its events)."""
+            collector.add(delta)
+            sent = events.feed(delta.text)
+            if not sent:
+                return None
+            return sending.write(sent[0] if len(sent) == 1 and not held else out(sent))  # most tokens: one event
+
         try:
             again = False  # the answer starts afresh: a second chance, another member of a pool, another model
             escalated = False
@@ -192,12 +240,11 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
                         yield out([events.keepalive()])
                         delta = await lane.next(deltas)
                     log.first_token()
-                    while delta is not None:
-                        collector.add(delta)
-                        sent = events.feed(delta.text)
-                        if sent:
-                            yield out(sent)  # one write to the client for all of a delta's events
-                        delta = await lane.next(deltas)
+                    if delta is not None:
+                        blocked = each(delta)
+                        if blocked is not None:
+                            await blocked
+                        await lane.relay(deltas, each)
                     response = await lane.finish(generation, collector.completion(), log)
                     break
                 except LLMProxyError as exc:
@@ -234,4 +281,5 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             log.disconnected()
         log.emit()
 
-    return EventStream(body(), on_close)
+    sending = EventStream(body(), on_close)
+    return sending

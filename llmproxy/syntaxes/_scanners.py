@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from llmproxy.syntaxes._json_stream import CanonicalJSON, StringDecoder
-from llmproxy.syntaxes.base import CallPiece, Streamed
+from llmproxy.syntaxes.base import NOTHING, CallPiece, Streamed
 
 MAX_HEAD = 1024  # text kept while waiting for a call's head: longer than any head a grammar writes
 
@@ -74,27 +74,24 @@ class TextScanner:
         self._done = False
 
     def feed(self, text: str) -> Streamed:
-        return Streamed(content=self._content(text))
-
-    def _content(self, text: str) -> str:
         if self._done:
-            return ""
+            return NOTHING
         pending = self._pending + text
         if not self._started:
             pending = pending.lstrip()
             self._started = bool(pending)
-        if self._opening.search(pending) is None:
+        if self._opening.search(pending) is None:  # most pieces: all but trailing whitespace is ready
             ready = pending.rstrip()
             self._pending = pending[len(ready):]
-            return ready
+            return Streamed(ready)
         cut = min((i for i in (pending.find(m) for m in self._markers) if i != -1), default=-1)
         if cut != -1:
             self._done, self._pending = True, ""
-            return pending[:cut].rstrip()
+            return Streamed(pending[:cut].rstrip())
         keep = max((n for m in self._markers for n in range(1, len(m)) if pending.endswith(m[:n])), default=0)
         ready = pending[: len(pending) - keep].rstrip()
         self._pending = pending[len(ready):]
-        return ready
+        return Streamed(ready)
 
 
 class CallScanner:

@@ -159,13 +159,17 @@ class CallPiece:
     arguments: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Streamed:
-    """What a piece of a streamed answer adds to the answer's content, its reasoning and its calls."""
+    """What a piece of a streamed answer adds to the answer's content, its reasoning and its calls.
+    Slotted and not frozen: one is made for every token a server relays (``StreamDelta``'s reason)."""
 
     content: str = ""
     reasoning: str = ""
     calls: tuple[CallPiece, ...] = ()
+
+
+NOTHING = Streamed()  # a piece that adds nothing (yet)
 
 
 class Scanner(Protocol):

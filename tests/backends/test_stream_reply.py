@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from llmproxy.backends._http import AsyncHTTPClient, EventReader, StreamExchange, Timeouts
-from llmproxy.backends._stream_reply import PAUSE_BYTES, StreamReply
+from llmproxy.backends._stream_reply import PAUSE_BYTES, ConnectionEnded, StreamReply
+from llmproxy.backends._openai import parse_chunk
 from llmproxy.backends.llamacpp import parse_stream_event
 from llmproxy.errors import BackendConnectionError, BackendProtocolError, BackendTimeoutError
 
@@ -304,6 +305,198 @@ def test_a_reader_that_falls_behind_stops_the_connection_reading_until_it_catche
 
     paused, resumed, count = asyncio.run(run())
     assert paused and resumed and count * 8000 > PAUSE_BYTES
+
+
+# --- relayed as they arrive -------------------------------------------------------------------------
+
+
+def test_a_relay_hands_each_payload_on_in_the_connections_own_callback():
+    """No task wakes for a token: every payload reaches ``push`` from the connection's callback, in order,
+    those that came before the relay began first; the relay returns with the body's end."""
+
+    async def run() -> list[tuple[list[str], bool]]:
+        reply, theirs = await reply_on_a_socket_pair()
+        theirs.sendall(chunk(b"data: 0\n\n"))
+        await asyncio.sleep(0.05)
+        pushed: list[tuple[list[str], bool]] = []
+        relaying = asyncio.ensure_future(reply.relay(lambda payloads: pushed.append(
+            (payloads, asyncio.current_task() is None))))
+        for i in (1, 2):
+            await asyncio.sleep(0.05)
+            theirs.sendall(chunk(b"data: %d\n\n" % i))
+        await asyncio.sleep(0.05)
+        theirs.sendall(b"0\r\n\r\n")
+        await asyncio.wait_for(relaying, 5)
+        theirs.close()
+        return pushed
+
+    assert asyncio.run(run()) == [(["0"], False), (["1"], True), (["2"], True)]  # the first: taken by the relay
+
+
+def test_a_relay_whose_writes_wait_stops_reading_until_they_are_done():
+    """A push that gives an awaitable (its client reads slowly) holds every later payload, and the connection
+    reads nothing more, until that is done; then the held payloads follow, in order."""
+
+    async def run() -> tuple[list[list[str]], list[str], bool, bool]:
+        reply, theirs = await reply_on_a_socket_pair()
+        written = asyncio.get_running_loop().create_future()
+        pushed: list[list[str]] = []
+
+        def push(payloads: list[str]) -> asyncio.Future | None:
+            pushed.append(payloads)
+            return written if len(pushed) == 1 else None
+
+        relaying = asyncio.ensure_future(reply.relay(push))
+        await asyncio.sleep(0)
+        theirs.sendall(chunk(b"data: a\n\n"))
+        await asyncio.sleep(0.05)
+        theirs.sendall(chunk(b"data: b\n\n") + chunk(b"data: c\n\n"))
+        await asyncio.sleep(0.1)
+        while_waiting = [payload for payloads in pushed for payload in payloads]
+        paused = not reply.transport.is_reading()
+        written.set_result(None)
+        theirs.sendall(chunk(b"data: d\n\n") + b"0\r\n\r\n")
+        await asyncio.wait_for(relaying, 5)
+        resumed = reply.transport.is_reading() or reply.transport.is_closing()
+        theirs.close()
+        return pushed, while_waiting, paused, resumed
+
+    pushed, while_waiting, paused, resumed = asyncio.run(run())
+    assert while_waiting == ["a"] and paused and resumed
+    assert [payload for payloads in pushed for payload in payloads] == ["a", "b", "c", "d"]
+
+
+def test_a_relay_stopped_by_its_last_push_still_waits_for_that_write():
+    async def run() -> tuple[bool, bool]:
+        reply, theirs = await reply_on_a_socket_pair()
+        written = asyncio.get_running_loop().create_future()
+
+        def push(payloads: list[str]) -> asyncio.Future:
+            reply.stop()  # the protocol's end (an SSE [DONE]) came with this payload
+            return written
+
+        relaying = asyncio.ensure_future(reply.relay(push))
+        await asyncio.sleep(0)
+        theirs.sendall(chunk(b"data: [DONE]\n\n"))
+        await asyncio.sleep(0.1)
+        returned_early = relaying.done()
+        written.set_result(None)
+        await asyncio.wait_for(relaying, 5)
+        reply.close()
+        theirs.close()
+        return returned_early, relaying.done()
+
+    assert asyncio.run(run()) == (False, True)
+
+
+def test_a_push_that_fails_fails_the_relay_and_closes_the_connection():
+    async def run() -> tuple[BaseException | None, bytes]:
+        reply, theirs = await reply_on_a_socket_pair()
+
+        def push(payloads: list[str]) -> None:
+            raise ValueError(f"cannot relay {payloads}")
+
+        relaying = asyncio.ensure_future(reply.relay(push))
+        await asyncio.sleep(0)
+        theirs.sendall(chunk(b"data: x\n\n"))
+        await asyncio.wait({relaying}, timeout=5)
+        theirs.settimeout(5)
+        at_their_end = theirs.recv(100)  # b"": the connection closed (the server stops generating)
+        theirs.close()
+        return relaying.exception(), at_their_end
+
+    failure, at_their_end = asyncio.run(run())
+    assert isinstance(failure, ValueError) and str(failure) == "cannot relay ['x']" and at_their_end == b""
+
+
+def test_a_relay_fails_a_silence_past_the_read_limit_not_a_slow_stream():
+    """The limit counts from the last arrival: a stream that takes longer than it in all, but is never
+    silent that long, goes through; a silence that long fails."""
+
+    async def run() -> tuple[list[str], float]:
+        reply, theirs = await reply_on_a_socket_pair()
+        reply.limit_waits(0.2, lambda: TimeoutError("silent"))
+        pushed: list[str] = []
+        relaying = asyncio.ensure_future(reply.relay(pushed.extend))
+        for i in range(8):  # 0.6 s in all, a piece every 0.075 s
+            theirs.sendall(chunk(b"data: %d\n\n" % i))
+            await asyncio.sleep(0.075)
+        start = time.perf_counter()
+        with pytest.raises(TimeoutError, match="silent"):
+            await asyncio.wait_for(relaying, 5)
+        theirs.close()
+        return pushed, time.perf_counter() - start
+
+    pushed, waited = asyncio.run(run())
+    assert pushed == [str(i) for i in range(8)] and 0.05 < waited < 2
+
+
+def test_a_connection_lost_mid_relay_is_an_error():
+    async def run() -> BaseException | None:
+        reply, theirs = await reply_on_a_socket_pair()
+        relaying = asyncio.ensure_future(reply.relay(lambda payloads: None))
+        theirs.sendall(chunk(b"data: x\n\n"))
+        await asyncio.sleep(0.05)
+        theirs.close()
+        await asyncio.wait({relaying}, timeout=5)
+        return relaying.exception()
+
+    assert isinstance(asyncio.run(run()), ConnectionEnded)
+
+
+def test_a_stream_hands_the_rest_of_its_deltas_to_a_relay_and_gives_its_closing_one():
+    """``AsyncHTTPClient.stream`` takes a callback sent in for the rest of the answer: the text goes to it
+    as it comes, the closing delta (finish reason, counts) is the next one the stream gives, and the
+    connection, read to its end, is kept for the next stream."""
+
+    async def handler(reader, writer, index):
+        while await read_request(reader) is not None:
+            writer.write(HEAD + chunk(event("a")))
+            await writer.drain()
+            for text in ("b", "c"):
+                await asyncio.sleep(0.02)
+                writer.write(chunk(event(text)))
+                await writer.drain()
+            writer.write(chunk(event("", stop=True)) + b"0\r\n\r\n")
+
+    async def steps(client):
+        results = []
+        for _ in range(2):
+            deltas = client.stream(exchange())
+            first = await anext(deltas)
+            relayed: list[str] = []
+            closing = await deltas.asend(lambda delta: relayed.append(delta.text))
+            results.append((first.text, relayed, closing.finish_reason, await anext(deltas, None)))
+        return results
+
+    results, connections = asyncio.run(with_server(handler, steps))
+    assert results == [("a", ["b", "c"], "stop", None)] * 2 and connections == 1
+
+
+def test_a_relay_ends_at_the_sse_done_even_if_the_body_does_not():
+    """An OpenAI-compatible server's ``[DONE]`` ends the answer; a server that then keeps the body open
+    does not hold the relay."""
+
+    async def handler(reader, writer, index):
+        await read_request(reader)
+        head = json.dumps({"choices": [{"index": 0, "text": "a", "finish_reason": None}]}).encode()
+        last = json.dumps({"choices": [{"index": 0, "text": "b", "finish_reason": "stop"}]}).encode()
+        writer.write(HEAD + chunk(b"data: " + head + b"\n\n"))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(chunk(b"data: " + last + b"\n\ndata: [DONE]\n\n"))
+        await writer.drain()
+        await asyncio.sleep(10)  # the body never ends
+
+    async def steps(client):
+        deltas = client.stream(StreamExchange("/v1/completions", {"prompt": "p", "stream": True}, parse_chunk))
+        first = await anext(deltas)
+        relayed: list[str] = []
+        closing = await asyncio.wait_for(deltas.asend(lambda delta: relayed.append(delta.text)), 5)
+        return first.text, relayed, closing.finish_reason
+
+    (first, relayed, reason), _ = asyncio.run(with_server(handler, steps))
+    assert (first, relayed, reason) == ("a", ["b"], "stop")
 
 
 # --- https ------------------------------------------------------------------------------------------

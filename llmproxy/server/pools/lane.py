@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from llmproxy.backends.base import IDLE, Backend, Completion, ProbeResult, StreamDelta
+from llmproxy.backends.base import IDLE, Backend, Completion, ProbeResult, Relayed, StreamDelta
 from llmproxy.server.admission import Slot
 from llmproxy.server.disconnects import Watch
 from llmproxy.server.endpoints import Generation, Planned
@@ -100,6 +100,10 @@ class PoolLane(Lane):
         if delta is not IDLE:  # still reading the prompt is no answer yet
             self.pool.answered(member)
         return delta
+
+    async def relay(self, deltas: Any, each: Relayed) -> None:
+        member = self._held()
+        await self._on(member, member.lane.relay(deltas, each))  # the member's own way to relay
 
     async def close(self, deltas: Any) -> None:
         if self.member is not None:  # else it was let go of once it failed, its stream closed already
