@@ -116,14 +116,25 @@ class ChatChunks:
         shape = rendered.shape
         self._scanner: Scanner = (text_scanner(rendered.stop, shape.reasoning) if shape.call == "text"
                                   else shape.syntax.scanner(shape, calls=stream_calls))
-        self.streamed = ""  # content sent so far
-        self.reasoned = ""  # reasoning sent so far
-        self.calls: list[list[str]] = []  # [name, arguments sent so far] of each call sent
+        # The content and the reasoning sent so far, in pieces: one string would be copied for every token.
+        self._streamed: list[str] = []
+        self._reasoned: list[str] = []
+        self.calls: list[tuple[str, list[str]]] = []  # (name, the pieces of its arguments sent) of each call sent
         self._content_frame: tuple[bytes, bytes] | None = None  # (head, tail) of a content chunk's event
 
     @property
     def sent_text(self) -> bool:
-        return bool(self.streamed or self.reasoned or self.calls)
+        return bool(self._streamed or self._reasoned or self.calls)
+
+    @property
+    def streamed(self) -> str:
+        """The content sent so far."""
+        return "".join(self._streamed)
+
+    @property
+    def reasoned(self) -> str:
+        """The reasoning sent so far."""
+        return "".join(self._reasoned)
 
     def _chunk(self, delta: Delta, finish_reason=None) -> ChatCompletionChunk:
         return ChatCompletionChunk(
@@ -154,7 +165,7 @@ class ChatChunks:
         event itself: ``feed_events``, and the other faces (llmproxy.faces)."""
         piece = self._scanner.feed(text)
         if piece.content and not piece.reasoning and not piece.calls:
-            self.streamed += piece.content
+            self._streamed.append(piece.content)
             return piece.content, []
         return "", self._chunks(piece)
 
@@ -185,17 +196,17 @@ class ChatChunks:
     def _chunks(self, piece: Streamed) -> list[ChatCompletionChunk]:
         chunks = []
         if piece.reasoning:
-            self.reasoned += piece.reasoning
+            self._reasoned.append(piece.reasoning)
             chunks.append(self._chunk(Delta(reasoning_content=piece.reasoning, reasoning=piece.reasoning)))
         if piece.content:
-            self.streamed += piece.content
+            self._streamed.append(piece.content)
             chunks.append(self._chunk(Delta(content=piece.content)))
         for call in piece.calls:
             if call.name is not None:
-                self.calls.append([call.name, ""])
+                self.calls.append((call.name, []))
                 chunks.append(self._call_chunk(call.index, "", call.name))
             if call.arguments:
-                self.calls[call.index][1] += call.arguments
+                self.calls[call.index][1].append(call.arguments)
                 chunks.append(self._call_chunk(call.index, call.arguments))
         return chunks
 
@@ -205,15 +216,15 @@ class ChatChunks:
         chunks: list[ChatCompletionChunk] = []
         # The final text normally continues what was streamed; a repair that changed streamed
         # text cannot be taken back, so only a true continuation is sent.
-        reasoning = message.reasoning_content or ""
-        if reasoning.startswith(self.reasoned) and len(reasoning) > len(self.reasoned):
-            delta = reasoning[len(self.reasoned):]
+        reasoning, reasoned = message.reasoning_content or "", self.reasoned
+        if reasoning.startswith(reasoned) and len(reasoning) > len(reasoned):
+            delta = reasoning[len(reasoned):]
             chunks.append(self._chunk(Delta(reasoning_content=delta, reasoning=delta)))
-            self.reasoned = reasoning
-        content = message.content or ""
-        if content.startswith(self.streamed) and len(content) > len(self.streamed):
-            chunks.append(self._chunk(Delta(content=content[len(self.streamed):])))
-            self.streamed = content
+            self._reasoned = [reasoning]
+        content, streamed = message.content or "", self.streamed
+        if content.startswith(streamed) and len(content) > len(streamed):
+            chunks.append(self._chunk(Delta(content=content[len(streamed):])))
+            self._streamed = [content]
         chunks += self._rest_of_calls(completion)
         chunks.append(self._chunk(Delta(), choice.finish_reason))
         if self.include_usage:
@@ -238,7 +249,8 @@ class ChatChunks:
                 chunks.append(self._call_chunk(index, "", function.name, call_id))
                 chunks.append(self._call_chunk(index, function.arguments))
                 continue
-            name, sent = self.calls[index]
+            name, pieces = self.calls[index]
+            sent = "".join(pieces)
             if name != function.name or not function.arguments.startswith(sent):
                 changed = True
             elif len(function.arguments) > len(sent):

@@ -40,7 +40,7 @@ class MessagesEvents:
         self.input_tokens = input_tokens
         self._index = -1  # the index of the block opened last
         self._open: str | None = None  # its type, while one is open
-        self._thinking = ""  # the open thinking block's text, which its signature is made from
+        self._thinking: list[str] = []  # the open thinking block's text, which its signature is made from
         self._call_blocks: dict[int, int] = {}  # a chat call's index -> its tool_use block's index
 
     @property
@@ -94,7 +94,7 @@ class MessagesEvents:
             delta = chunk.choices[0].delta
             if delta.reasoning_content:
                 sent += self._delta("thinking", {"type": "thinking_delta", "thinking": delta.reasoning_content})
-                self._thinking += delta.reasoning_content
+                self._thinking.append(delta.reasoning_content)
             if delta.content:
                 sent += self._text(delta.content)
             for call in delta.tool_calls or []:
@@ -138,9 +138,9 @@ class MessagesEvents:
             return []
         sent = []
         if self._open == "thinking":
+            thinking, self._thinking = "".join(self._thinking), []
             sent.append(sse_event({"type": "content_block_delta", "index": self._index,
-                               "delta": {"type": "signature_delta", "signature": signature(self._thinking)}}))
-            self._thinking = ""
+                                   "delta": {"type": "signature_delta", "signature": signature(thinking)}}))
         sent.append(sse_event({"type": "content_block_stop", "index": self._index}))
         self._open = None
         return sent

@@ -46,14 +46,18 @@ class StreamedItem(ABC):
     def __init__(self, index: int) -> None:
         self.index = index
         self.id = new_id(self.prefix, "_")
-        self.text = ""
+        self._pieces: list[str] = []  # what it has grown by (joined into one string, it would be copied a token)
         self._delta_head: bytes | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self._pieces)
 
     def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
         return {"type": kind, "item_id": self.id, "output_index": self.index, **fields}
 
     def grown(self, piece: str) -> list[Payload]:
-        self.text += piece
+        self._pieces.append(piece)
         if self._delta_head is None:  # the event without its delta, open where the delta goes
             self._delta_head = sse_event(self._event(self.delta_type, **self.delta_fields))[:-3] + b',"delta":'
         return [Delta(self._delta_head, piece)]
