@@ -287,6 +287,7 @@ class IdleConnections:
 
     def keep(self, transport: asyncio.Transport) -> None:
         transport.set_protocol(_Idle(transport))
+        transport.resume_reading()  # a reply may end with reading paused (what came after its end, not taken)
         self._idle[transport] = asyncio.get_running_loop().call_later(self.seconds, self._expire, transport)
 
     def _expire(self, transport: asyncio.Transport) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from llmproxy.backends._http import AsyncHTTPClient, EventReader, StreamExchange, Timeouts
-from llmproxy.backends._stream_reply import PAUSE_BYTES, ConnectionEnded, StreamReply
+from llmproxy.backends._stream_reply import PAUSE_BYTES, ConnectionEnded, IdleConnections, StreamReply
 from llmproxy.backends._openai import parse_chunk
 from llmproxy.backends.llamacpp import parse_stream_event
 from llmproxy.errors import BackendConnectionError, BackendProtocolError, BackendTimeoutError
@@ -497,6 +497,24 @@ def test_a_relay_ends_at_the_sse_done_even_if_the_body_does_not():
 
     (first, relayed, reason), _ = asyncio.run(with_server(handler, steps))
     assert (first, relayed, reason) == ("a", ["b"], "stop")
+
+
+def test_a_connection_kept_while_its_reading_was_paused_reads_again():
+    """Else a server closing it while idle would go unseen, and the next stream on it would wait forever."""
+
+    async def run() -> tuple[bool, bool]:
+        reply, theirs = await reply_on_a_socket_pair()
+        reply.transport.pause_reading()  # as a reply whose unread payloads passed PAUSE_BYTES leaves it
+        kept = IdleConnections()
+        kept.keep(reply.transport)
+        reading = reply.transport.is_reading()
+        theirs.close()  # the server closes the idle connection
+        await asyncio.sleep(0.1)
+        seen = kept.take() is None  # its close was seen: nothing to hand out
+        kept.close()
+        return reading, seen
+
+    assert asyncio.run(run()) == (True, True)
 
 
 # --- https ------------------------------------------------------------------------------------------
