@@ -248,6 +248,34 @@ def test_async_stream_sends_and_reads_the_same_as_the_sync_one(server):
     assert server.sent(first) == server.sent(second) == SENT
 
 
+def relayed(prompt: str = MEMGPT_PROMPT, params: GenerationParams = PARAMS):
+    """The stream read as the server relays it: its first delta read, every later one handed to a callback
+    sent in (``AsyncBackend.astream``), then what the stream still gives."""
+
+    async def step(backend):
+        deltas = backend.astream(prompt, params)
+        handed: list = []
+        try:
+            read = [await anext(deltas), await deltas.asend(handed.append)]
+            read += [delta async for delta in deltas]
+        finally:
+            await deltas.aclose()
+        return read, handed
+
+    return step
+
+
+def test_a_relayed_stream_hands_on_the_same_deltas_as_a_read_one(streaming_server):
+    """Every framing (SSE, NDJSON; with or without [DONE]) relays as it reads: the same text and the same
+    closing delta, the text after the first delta through the callback, the closing delta given at the end."""
+    streaming_server.fake.stall = (1, 0.2)  # the first piece alone, the rest once the relay has begun
+    streaming_server.serve_stream(CALL_PIECES, stop_word=STOP[1])
+    ((read, handed),) = run_async(connect(streaming_server), relayed())
+    (whole,) = run_async(connect(streaming_server), astream())
+    assert handed and "".join(delta.text for delta in read[:1] + handed) == CALL_TEXT
+    assert read[1:] == whole[-1:] and all(delta.finish_reason is None for delta in handed)
+
+
 def test_async_token_counting(server):
     backend = connect(server)
 
