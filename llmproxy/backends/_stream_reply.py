@@ -112,14 +112,7 @@ class StreamReply(asyncio.Protocol):
         payloads = self._body.feed(body)
         if self._push is not None and self._blocked is None and not self._payloads:  # relaying, nothing held
             if payloads:
-                try:
-                    self._blocked = self._push(payloads)
-                except Exception as exc:  # noqa: BLE001 - raised by ``relay``, in the reader's task
-                    self._fail(exc)
-                    return
-                if self._blocked is not None:  # its client is slow: no more until that is written
-                    self.transport.pause_reading()  # type: ignore[union-attr] - data came on it
-                    self._wake()
+                self._hand_on(payloads)
             return
         self._payloads += payloads
         self._unread += len(body)
@@ -163,9 +156,7 @@ class StreamReply(asyncio.Protocol):
                 elif self._push is None:  # stopped, or failed
                     break
                 elif self._payloads:  # they came before the relay began, or while it was blocked
-                    self._blocked = push(self._taken())
-                    if self._blocked is not None:
-                        self.transport.pause_reading()  # type: ignore[union-attr] - connected
+                    self._hand_on(self._taken())
                 elif self.complete:
                     break
                 else:
@@ -217,6 +208,17 @@ class StreamReply(asyncio.Protocol):
             self._waiter = self._waiting_since = None
         if self._failure is not None:
             raise self._failure
+
+    def _hand_on(self, payloads: list[str]) -> None:
+        """``payloads`` to the relay's push; a write it gives to wait for holds the rest, reading paused."""
+        try:
+            self._blocked = self._push(payloads)  # type: ignore[misc] - relaying
+        except Exception as exc:  # noqa: BLE001 - raised by ``relay``, in the reader's task
+            self._fail(exc)
+            return
+        if self._blocked is not None:  # its client is slow: no more until that is written
+            self.transport.pause_reading()  # type: ignore[union-attr] - connected
+            self._wake()
 
     def _taken(self) -> list[str]:
         """The payloads that came, taken: reading goes on if they had stopped it."""

@@ -217,9 +217,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             """A delta relayed: written to the client as it comes (one write for all of its events)."""
             collector.add(delta)
             sent = events.feed(delta.text)
-            if not sent:
-                return None
-            return sending.write(sent[0] if len(sent) == 1 and not held else out(sent))  # most tokens: one event
+            return sending.write(out(sent)) if sent else None
 
         try:
             again = False  # the answer starts afresh: a second chance, another member of a pool, another model

@@ -415,12 +415,12 @@ def test_a_relay_fails_a_silence_past_the_read_limit_not_a_slow_stream():
 
     async def run() -> tuple[list[str], float]:
         reply, theirs = await reply_on_a_socket_pair()
-        reply.limit_waits(0.2, lambda: TimeoutError("silent"))
+        reply.limit_waits(0.3, lambda: TimeoutError("silent"))
         pushed: list[str] = []
         relaying = asyncio.ensure_future(reply.relay(pushed.extend))
-        for i in range(8):  # 0.6 s in all, a piece every 0.075 s
+        for i in range(10):  # 0.5 s in all, a piece every 0.05 s
             theirs.sendall(chunk(b"data: %d\n\n" % i))
-            await asyncio.sleep(0.075)
+            await asyncio.sleep(0.05)
         start = time.perf_counter()
         with pytest.raises(TimeoutError, match="silent"):
             await asyncio.wait_for(relaying, 5)
@@ -428,7 +428,7 @@ def test_a_relay_fails_a_silence_past_the_read_limit_not_a_slow_stream():
         return pushed, time.perf_counter() - start
 
     pushed, waited = asyncio.run(run())
-    assert pushed == [str(i) for i in range(8)] and 0.05 < waited < 2
+    assert pushed == [str(i) for i in range(10)] and 0.15 < waited < 2
 
 
 def test_a_connection_lost_mid_relay_is_an_error():
