@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.errors import FunctionCallError
 from llmproxy.grammar.patterns import linear_validator
 from llmproxy.syntaxes.base import Call

@@ -21,10 +21,10 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.errors import InvalidRequestError
 from llmproxy.grammar.patterns import check_patterns
-from llmproxy.surrogates import refuse_lone_surrogates
+from llmproxy.common.surrogates import refuse_lone_surrogates
 from llmproxy.types import FunctionDefinition
 
 MAX_DEPTH = 64  # levels of JSON

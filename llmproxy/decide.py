@@ -34,7 +34,6 @@ from llmproxy.types import FunctionCall, FunctionMessage, ToolMessage, UserMessa
 if TYPE_CHECKING:
     from llmproxy.backends.base import Backend
     from llmproxy.prompts import Wrapper
-    from llmproxy.route import Route
     from llmproxy.syntaxes.base import AnswerShape, CallMode, CallSyntax, Decide, GrammarChoice
     from llmproxy.types import ChatRequest
 
@@ -85,9 +84,9 @@ def _cannot_choose(backend: Backend, wrapper: Wrapper, grammar: str) -> str | No
     return None
 
 
-def request_decide(route: Route, request: ChatRequest, call: CallMode) -> Decide:
-    """How this request's optional call is decided on ``route``."""
-    if call != "optional" or route.decide != "choose":
+def request_decide(mode: DecideMode, request: ChatRequest, call: CallMode) -> Decide:
+    """How this request's optional call is decided on a route whose mode is ``mode``."""
+    if call != "optional" or mode != "choose":
         return "free"
     if request.response_format is not None and request.response_format.type != "text":
         return "free"  # a JSON answer starts as a call does: the first step would tell nothing

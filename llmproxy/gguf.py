@@ -4,7 +4,7 @@ fraction of a second). The one reader of GGUF metadata, for two needs:
 * ``gguf_chat_template``: what a model's file says about its prompt format, the chat template
   (``tokenizer.chat_template``, and the ``tool_use`` variant some models add) and the texts of its BOS
   and EOS tokens, which Hugging Face templates refer to as ``bos_token`` and ``eos_token``; the
-  vocabulary is freed once they are read;
+  vocabulary is freed once they are read (the embedded backend makes its ``ChatTemplate`` of them);
 * ``kept_vocabulary``: a vocabulary kept for the process's lifetime, which llama.cpp needs to parse a
   grammar (the grammar stage checks every grammar with the bundled model's).
 """
@@ -17,12 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from llmproxy.backends.base import ChatTemplate
 from llmproxy.errors import ConfigurationError
 
-__all__ = ["BUNDLED_MODEL_FILE", "bundled_model_path", "gguf_chat_template", "kept_vocabulary"]
+__all__ = ["BUNDLED_MODEL_FILE", "GGUFTemplate", "bundled_model_path", "gguf_chat_template", "kept_vocabulary"]
 
 BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -38,8 +37,17 @@ def bundled_model_path() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / BUNDLED_MODEL_FILE
 
 
+class GGUFTemplate(NamedTuple):
+    """What a GGUF file's metadata says of its prompt format."""
+
+    text: str  # tokenizer.chat_template
+    bos_token: str | None
+    eos_token: str | None
+    tool_use_text: str | None  # tokenizer.chat_template.tool_use, where the model has one
+
+
 @cache
-def gguf_chat_template(path: Path) -> ChatTemplate | None:
+def gguf_chat_template(path: Path) -> GGUFTemplate | None:
     """The chat template of the GGUF model at ``path``; None when its metadata has none. Read once per
     file."""
     import llama_cpp
@@ -50,9 +58,8 @@ def gguf_chat_template(path: Path) -> ChatTemplate | None:
         if text is None:
             return None
         vocab = llama_cpp.llama_model_get_vocab(model)
-        return ChatTemplate(text=text, bos_token=_token_text(vocab, llama_cpp.llama_vocab_bos(vocab)),
-                            eos_token=_token_text(vocab, llama_cpp.llama_vocab_eos(vocab)),
-                            source=f"the GGUF metadata of {path.name}", tool_use_text=_template(model, b"tool_use"))
+        return GGUFTemplate(text, _token_text(vocab, llama_cpp.llama_vocab_bos(vocab)),
+                            _token_text(vocab, llama_cpp.llama_vocab_eos(vocab)), _template(model, b"tool_use"))
     finally:
         llama_cpp.llama_model_free(model)
 

@@ -25,8 +25,8 @@ from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, resp
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
 from llmproxy.constraints import Constraint, format_schema
 from llmproxy.decide import ranked_choice, request_decide
-from llmproxy.loops import looping_unit
-from llmproxy.surrogates import refuse_lone_surrogates
+from llmproxy.common.loops import looping_unit
+from llmproxy.common.surrogates import refuse_lone_surrogates
 from llmproxy.errors import (
     ContextWindowExceededError,
     InvalidRequestError,
@@ -123,7 +123,7 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False, sc
         parallel=request.answer_form == "tools" and request.parallel_tool_calls is not False,
         first_message=first_message,
         primed=kind != "json_schema",  # a JSON schema constrains a whole answer, not a continuation
-        decide=request_decide(route, request, call),
+        decide=request_decide(route.decide, request, call),
     )
     rendered = route.wrapper.render(request.messages, shape, first_message=first_message,
                                     reasoning=request.wants_reasoning())
@@ -310,7 +310,7 @@ def _in_requested_format(answer: Answer, response_format: ResponseFormat | None,
 def _read_cut_calls(plan: Plan, thought: str | None, text: str, completion: Completion) -> Answer:
     """An answer cut at the token limit: its calls where they can be read (a repair may close them),
     else what was written, as text - OpenAI's way: ``finish_reason`` "length" says the rest. An answer
-    that went round in a loop until the limit is an error instead (llmproxy.loops)."""
+    that went round in a loop until the limit is an error instead (llmproxy.common.loops)."""
     unit = looping_unit(completion.text)
     if unit is not None:
         shown = unit if len(unit) <= 60 else unit[:57] + "..."

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from llmproxy._bounded_cache import MIB
+from llmproxy.common.bounded_cache import MIB
 from llmproxy.backends.base import Backend, Completion
 
 _CHARS_PER_TOKEN = 3.5  # conservative for English and JSON; only used when tiktoken is unavailable

@@ -70,7 +70,10 @@ import llama_cpp  # noqa: E402  (these imports follow the isolation)
 from model_guard.model_use import watch_llama  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
+from llmproxy.backends.cpu_features import load_without_amx  # noqa: E402
 from llmproxy.types import FunctionDefinition, Message  # noqa: E402
+
+load_without_amx()  # the tests' own models (a reference Llama, the grammar checks') load as the backend's do
 
 
 def pytest_unconfigure(config) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from llmproxy._bounded_cache import bounded_cache
+from llmproxy.common.bounded_cache import bounded_cache
 from llmproxy.prompts import load_wrapper
 from llmproxy.prompts._wrappers import _pretty
 from llmproxy.types import UserMessage

@@ -92,8 +92,8 @@ def test_how_each_request_is_decided(fields, messages, decided):
     route = _route(ChoosingBackend())
     request = _request(messages, **fields)
     call = "required" if fields.get("tool_choice") == "required" else "optional"
-    assert request_decide(route, request, call) == decided
-    assert request_decide(_route(ChoosingBackend(), decide="free"), request, call) == "free"
+    assert request_decide(route.decide, request, call) == decided
+    assert request_decide("free", request, call) == "free"
 
 
 # --- what is sent, and how the answer is read -------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmproxy.loops import MIN_SPAN, looping_unit
+from llmproxy.common.loops import MIN_SPAN, looping_unit
 
 # What SmolLM2 wrote under the hermes wrapper, once its grammar kept it inside an argument string.
 RUNAWAY = ('{"name": "get_weather", "arguments": {"city" : "Eiger, Germany}}}</tool_call>  # Eiger in Germany. '

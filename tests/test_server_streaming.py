@@ -11,7 +11,7 @@ from pydantic_core import PydanticSerializationError
 
 from llmproxy.errors import OutputParseError
 from llmproxy.prompts import Rendered
-from llmproxy.server.chunks import ChatChunks, sse
+from llmproxy.faces.chat.chunks import ChatChunks, sse
 from llmproxy.syntaxes._scanners import TextScanner, ThoughtsScanner
 from llmproxy.syntaxes.base import AnswerShape
 from llmproxy.syntaxes.memgpt import MemGPTSyntax

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scripted_backend import ScriptedBackend
 
-from llmproxy._bounded_cache import MIB
+from llmproxy.common.bounded_cache import MIB
 from llmproxy.tokens import PrefixTokenCache, _estimate, count_tokens, estimate_tokens
 
 

@@ -25,7 +25,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp._internals import LlamaBatch, LlamaContext, LlamaModel
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 
 HEADING = 'A request for the function {name} ({description}): "'
 DESCRIPTION_CHARS = 160  # a description's first sentence or two say what it is for

@@ -24,7 +24,7 @@ import anyio
 import httptools
 import httpx
 
-from llmproxy._json_bytes import json_bytes, json_value
+from llmproxy.common.json_bytes import json_bytes, json_value
 from llmproxy.backends._replies import context_overflow, error_message, reports_error, status_hint
 from llmproxy.backends._stream_reply import ConnectionEnded, IdleConnections, StreamReply
 from llmproxy.backends.base import IDLE, FinishReason, Relayed, StreamDelta

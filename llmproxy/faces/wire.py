@@ -1,7 +1,7 @@
 """How the faces write JSON and server-sent events: compact UTF-8 JSON, one named event per payload;
 and how they cache what they translate from a client's JSON value.
 
-JSON through llmproxy._json_bytes (orjson): it matters here because a Responses API stream repeats the
+JSON through llmproxy.common.json_bytes (orjson): it matters here because a Responses API stream repeats the
 whole response object (with the ``instructions`` and ``tools`` the client sent, often tens of KB) in
 its first and last events.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 
-from llmproxy._bounded_cache import bounded_cache
-from llmproxy._json_bytes import json_bytes
+from llmproxy.common.bounded_cache import bounded_cache
+from llmproxy.common.json_bytes import json_bytes
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ def sse_event(payload: dict[str, Any]) -> bytes:
 def cached_by_json(max_bytes: int) -> Callable[[Callable[[Any], T]], Callable[[Any], T]]:
     """Cache a translation of one decoded JSON value (a request's ``tools``, which agents send
     unchanged every turn) by the value's JSON bytes, keeping at most ``max_bytes`` of them
-    (llmproxy._bounded_cache). The translation is made from the bytes decoded again, so what it gives
+    (llmproxy.common.bounded_cache). The translation is made from the bytes decoded again, so what it gives
     depends on the key alone: equal bytes, equal translation. (orjson writes NaN and the infinities
     as null, as pydantic writes them into the pipeline's own caches: nothing downstream tells them
     apart.) A translation that raises is not kept. What it gives is shared by every request with that

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.errors import ConfigurationError, GrammarError
 from llmproxy.gguf import bundled_model_path, kept_vocabulary
 from llmproxy.grammar.limits import check_grammar_limits

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import re2
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.errors import InvalidRequestError
 
 _OPTIONS = re2.Options()

@@ -25,7 +25,7 @@ from typing import Any
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy._data import search_dirs
 from llmproxy.errors import ConfigurationError, TemplateError
 from llmproxy.syntaxes import create_syntax

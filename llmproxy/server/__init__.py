@@ -1,5 +1,5 @@
-"""The HTTP server in front of llmproxy's pipeline (``llmproxy serve``): OpenAI's chat and text
-completions and Responses API, and Anthropic's Messages API.
+"""The HTTP server in front of llmproxy's pipeline (``llmproxy serve``), hosting the faces (llmproxy.faces):
+OpenAI's chat and text completions and Responses API, and Anthropic's Messages API.
 
     app.py               the FastAPI app: endpoints, the fast path for generation POSTs, ``run``
     endpoints.py         one class per generation endpoint, in the stages draft -> plan -> finish
@@ -14,8 +14,6 @@ completions and Responses API, and Anthropic's Messages API.
     reload.py            the config file read again on SIGHUP, without dropping a request
     responses.py         answering at once or as a server-sent event stream
     disconnects.py       stopping the work for a client that went away
-    chunks.py            stream chunk builders (chat and text), and the events protocol of every face
-    text_completions.py  /v1/completions: a raw prompt, plan and finish
     models.py            which route answers a request's model name; /v1/models
     intake.py            API key and request body checks (JSON only)
     hosts.py             the Host names it answers to (DNS rebinding)
@@ -25,7 +23,6 @@ completions and Responses API, and Anthropic's Messages API.
     request_log.py       one log line per request
     inspector/           the page at /inspect: models, live requests, every step of one, run it again
     metrics.py           Prometheus metrics at /metrics
-    envelope.py          an exception as an HTTP status and OpenAI's error envelope
 
 Nothing is imported here: ``llmproxy.server.config`` is read by commands that never serve, and must
 not pull in the web framework. The app is ``llmproxy.server.app.create_app``.

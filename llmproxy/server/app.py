@@ -56,7 +56,7 @@ from llmproxy.server.pools.sticky import client_key
 from llmproxy.server.request_ids import request_id, with_request_id
 from llmproxy.server.request_log import RequestLog, logger
 from llmproxy.server.responses import answer, stream
-from llmproxy.server.text_completions import CompletionRequest
+from llmproxy.faces.completions.request import CompletionRequest
 from llmproxy.types import ChatRequest, Fallback
 
 HEALTH_TIMEOUT = 5.0  # seconds /health waits for a backend before it reports it down

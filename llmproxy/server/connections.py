@@ -28,7 +28,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 from llmproxy.errors import HeadersTooLargeError, LLMProxyError, OverloadedError, RequestTimeoutError
 from llmproxy.server.config import ConnectionLimits
-from llmproxy.server.envelope import envelope
+from llmproxy.faces.chat.envelope import envelope
 
 logger = logging.getLogger("llmproxy.server")
 # An ASGI extension this server's connections give each request: ``write(chunk) -> bool`` sends ``chunk``

@@ -15,7 +15,7 @@ milliseconds (a tool of 1,000 properties: 0.3 s); then it is drafted in a worker
 A streamed request also gets its event builder once planned. The stages run in that order, once
 each: an object holds one request and what its earlier stages made. Chat requests are
 llmproxy.proxy's pipeline (``draft``, ``plan_draft``, ``finish``); text completions are
-llmproxy.server.text_completions'. The other faces (OpenAI's Responses API, Anthropic's Messages
+llmproxy.faces.completions'. The other faces (OpenAI's Responses API, Anthropic's Messages
 API: llmproxy.server.responses_face, llmproxy.server.messages_face) translate their request into a
 chat request and run a ``ChatGeneration`` for it.
 """
@@ -32,11 +32,12 @@ from llmproxy.errors import InvalidRequestError, OutputParseError, invalid_reque
 from llmproxy.proxy import (Attempts, Draft, Plan, check_schemas, draft, finish, parse_request, plan_draft,
                             streams_calls)
 from llmproxy.route import Route
-from llmproxy.server.chunks import ChatChunks, Events, OpenAIEvents, TextChunks
-from llmproxy.server.envelope import envelope
+from llmproxy.faces.chat.chunks import ChatChunks, Events, OpenAIEvents
+from llmproxy.faces.chat.envelope import envelope
 from llmproxy.server.models import Models
 from llmproxy.server.response_store import ResponseStore
-from llmproxy.server.text_completions import CompletionRequest, TextPlan, finish_text, plan_text
+from llmproxy.faces.completions.chunks import TextChunks
+from llmproxy.faces.completions.request import CompletionRequest, TextPlan, finish_text, plan_text
 from llmproxy.tokens import TokenCount
 from llmproxy.types import ChatRequest
 

@@ -17,7 +17,7 @@ from llmproxy.errors import (
     BackendTimeoutError,
     OverloadedError,
 )
-from llmproxy.server.envelope import envelope
+from llmproxy.faces.chat.envelope import envelope
 from llmproxy.types import Fallback
 
 HEADER = "x-llmproxy-fallbacks"

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from llmproxy.backends.base import GenerationParams
 from llmproxy.route import Route
-from llmproxy.server.envelope import envelope
+from llmproxy.faces.chat.envelope import envelope
 from llmproxy.server.inspector.steps import Steps
 
 logger = logging.getLogger("llmproxy.server")

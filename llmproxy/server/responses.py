@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from llmproxy.backends.base import IDLE, StreamDelta
 from llmproxy.errors import LLMProxyError, OutputParseError
 from llmproxy.server.admission import Slot
-from llmproxy.server.chunks import Events
+from llmproxy.faces.chat.chunks import Events
 from llmproxy.server.connections import BODY_WRITER
 from llmproxy.server.disconnects import watching
 from llmproxy.server.endpoints import Generation

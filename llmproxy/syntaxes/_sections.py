@@ -22,7 +22,7 @@ import abc
 import re
 from collections.abc import Sequence
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.errors import OutputParseError
 from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.syntaxes._free_text import text_without, text_without_opening

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from llmproxy._bounded_cache import MIB, bounded_cache
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.errors import ConfigurationError, GrammarError, JSONRepairError, OutputParseError
 from llmproxy.grammar import RuleSet, json_literal, key_value
 from llmproxy.repair import repair

@@ -16,7 +16,7 @@ from llmproxy.faces.responses import ResponsesEvents, ResponsesRequest, read_req
 from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import finish, plan, streams_calls
 from llmproxy.route import Route
-from llmproxy.server.chunks import ChatChunks
+from llmproxy.faces.chat.chunks import ChatChunks
 from llmproxy.types import ChatCompletion
 from scripted_backend import ScriptedBackend
 

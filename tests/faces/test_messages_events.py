@@ -17,7 +17,7 @@ from llmproxy.errors import BackendConnectionError, OutputParseError
 from llmproxy.faces.messages import MessagesEvents, message_object, read_request
 from llmproxy.prompts import load_wrapper
 from llmproxy.route import Route
-from llmproxy.server.chunks import ChatChunks
+from llmproxy.faces.chat.chunks import ChatChunks
 from llmproxy.types import ChatCompletionChunk, ChunkChoice, Delta, FunctionCallDelta, ToolCallDelta
 
 WEATHER = {"name": "get_weather", "description": "Weather now.",

@@ -38,6 +38,10 @@ class _WatchLlamaOnImport(importlib.abc.MetaPathFinder):
         def exec_module(module):
             run_module(module)
             watch_llama(module.Llama, self.record)
+            # A llama-cpp-python server a test starts loads its model as llmproxy's embedded backend does.
+            from llmproxy.backends.cpu_features import load_without_amx
+
+            load_without_amx()
 
         spec.loader.exec_module = exec_module
         return spec

@@ -22,7 +22,7 @@ from llmproxy.faces.messages.errors import error_response
 from llmproxy.faces.messages.message import ended_by, signature, stop_reason, tool_use_id, usage
 from llmproxy.faces.messages.request import MessagesRequest
 from llmproxy.faces.wire import sse_event
-from llmproxy.server.chunks import ChatChunks
+from llmproxy.faces.chat.chunks import ChatChunks
 from llmproxy.types import ChatCompletion, ChatCompletionChunk
 
 

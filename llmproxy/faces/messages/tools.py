@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmproxy._bounded_cache import MIB
+from llmproxy.common.bounded_cache import MIB
 from llmproxy.faces.messages._blocks import Findings
 from llmproxy.faces.messages._fields import a_bool, a_list, a_string, an_object, fail, optional, path, required
 from llmproxy.faces.wire import cached_by_json

@@ -36,8 +36,8 @@ from llmproxy.faces.responses._streamed import (
 from llmproxy.faces.responses.output import custom_input, response_object, response_shell
 from llmproxy.faces.wire import json_bytes, sse_event
 from llmproxy.faces.responses.request import ResponsesRequest
-from llmproxy.server.chunks import ChatChunks
-from llmproxy.server.envelope import envelope
+from llmproxy.faces.chat.chunks import ChatChunks
+from llmproxy.faces.chat.envelope import envelope
 from llmproxy.types import ChatCompletion, ChatCompletionChunk, ToolCallDelta
 
 

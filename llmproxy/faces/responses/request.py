@@ -33,7 +33,7 @@ from llmproxy.faces.responses._fields import a_list, an_object, fail
 from llmproxy.faces.responses._reasoning import ENCRYPTED
 from llmproxy.faces.responses.history import History
 from llmproxy.faces.responses.tools import ToolNames, read_tools
-from llmproxy._json_bytes import json_value
+from llmproxy.common.json_bytes import json_value
 from llmproxy.faces.wire import json_bytes
 from llmproxy.types import ChatRequest
 

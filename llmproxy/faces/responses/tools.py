@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from llmproxy._bounded_cache import MIB
+from llmproxy.common.bounded_cache import MIB
 from llmproxy.faces.lark import custom_tool_pattern
 from llmproxy.faces.responses._fields import a_list, a_name, an_object, at, fail, optional_text
 from llmproxy.faces.wire import cached_by_json

@@ -1,4 +1,4 @@
-"""Streamed responses: the chunks of a chat or text completion, and how they travel as server-sent events.
+"""Streamed chat completions: their chunks, and how OpenAI's chunks (chat and text) travel as server-sent events.
 
 A chunk builder is made once a request is planned and is driven in three steps: ``opening()``,
 ``feed()`` with each backend delta, ``closing()`` with the finished response. Each step gives the
@@ -7,7 +7,7 @@ before a call) as ``content`` deltas while it is generated, as the answer's call
 of the partial output. Calls a grammar writes are streamed as they are written, their arguments as the
 response writes them; other calls are only sent once the whole answer has been repaired and validated.
 Either way the joined ``arguments`` deltas are exactly the final arguments. Everything here is
-synchronous and pure; llmproxy.server.responses drives it.
+synchronous and pure; the server drives it.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import orjson
 from pydantic import BaseModel
 
 from llmproxy.errors import OutputParseError
-from llmproxy.server.envelope import envelope
-from llmproxy.server.text_completions import TextChoice, TextCompletion, TextPlan
+from llmproxy.faces.chat.envelope import envelope
 from llmproxy.syntaxes import text_scanner
 from llmproxy.syntaxes.base import Scanner, Streamed
 from llmproxy.types import (
@@ -259,34 +258,4 @@ class ChatChunks:
             raise OutputParseError("The calls streamed so far differ from the checked answer; ask again, or "
                                    "without stream to get the checked answer whole.",
                                    completion.llmproxy.raw_output if completion.llmproxy else "")
-        return chunks
-
-
-class TextChunks:
-    """The chunks of one streamed text completion: the text as it comes, then the finish reason and
-    (when asked) the usage."""
-
-    sent_text = True  # a raw completion streams as it comes, and is never retried
-
-    def __init__(self, plan: TextPlan) -> None:
-        self.plan = plan
-
-    def _chunk(self, choices: list[TextChoice], **fields: Any) -> TextCompletion:
-        return TextCompletion(id=self.plan.id, created=self.plan.created, model=self.plan.model, choices=choices,
-                              **fields)
-
-    def opening(self) -> list[TextCompletion]:
-        return []
-
-    def feed(self, text: str) -> list[TextCompletion]:
-        return [self._chunk([TextChoice(text=text)])] if text else []
-
-    def feed_events(self, text: str) -> list[bytes]:
-        return [sse(chunk) for chunk in self.feed(text)]
-
-    def closing(self, response: TextCompletion) -> list[TextCompletion]:
-        chunks = [self._chunk([TextChoice(text="", finish_reason=response.choices[0].finish_reason)])]
-        options = self.plan.request.stream_options
-        if options is not None and options.include_usage:
-            chunks.append(self._chunk([], usage=response.usage))
         return chunks
