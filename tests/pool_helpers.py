@@ -31,7 +31,8 @@ class SlotServer:
     event ``stop: true``, no ``[DONE]``), /tokenize, /health, /props with a chat template, and GET /slots
     listing ``slots`` slots of which ``busy`` are processing (``is_processing``, as current servers say).
 
-    ``mode``: "ok", or "hang" (/completion and /slots say nothing for ``hang_seconds``). ``kill()`` stops
+    ``mode``: "ok", or "hang" (/completion, /slots, /props and /tokenize say nothing for ``hang_seconds``: a
+    server that accepts connections and never answers). ``kill()`` stops
     it as a crash would: the answers it is streaming break off, and new connections are refused."""
 
     def __init__(self, slots: int = 4, template: str = "{{ messages }}", tokens_per_char: float = 0.25) -> None:
@@ -66,17 +67,22 @@ class SlotServer:
             self.server.clear()
             self.server.stop()
 
+    def _hang_if_hung(self) -> None:
+        if self.mode == "hang":
+            time.sleep(self.hang_seconds)
+
     def _props(self, request: Request) -> Response:
+        self._hang_if_hung()
         return Response(json.dumps({"model_path": "/models/fake.gguf", "default_generation_settings": {"n_ctx": 4096},
                                     "chat_template": self.template}), content_type="application/json")
 
     def _slots(self, request: Request) -> Response:
-        if self.mode == "hang":
-            time.sleep(self.hang_seconds)
+        self._hang_if_hung()
         slots = [{"id": i, "n_ctx": 4096, "is_processing": i < self.busy} for i in range(self.slots)]
         return Response(json.dumps(slots), content_type="application/json")
 
     def _tokenize(self, request: Request) -> Response:
+        self._hang_if_hung()
         content = request.get_json()["content"]
         return Response(json.dumps({"tokens": list(range(int(len(content) * self.tokens_per_char) + 1))}),
                         content_type="application/json")
@@ -84,8 +90,7 @@ class SlotServer:
     def _completion(self, request: Request) -> Response:
         body = request.get_json()
         self.bodies.append(body)
-        if self.mode == "hang":
-            time.sleep(self.hang_seconds)
+        self._hang_if_hung()
         wrong, self.unusable = self.unusable > 0, max(0, self.unusable - 1)
         text = "I would rather chat." if wrong else answer_for(body["prompt"], "send_message")
         return Response(self._events(text, len(body["prompt"]) // 4), content_type="text/event-stream")

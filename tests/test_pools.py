@@ -18,6 +18,8 @@ from openai import OpenAI
 from pool_helpers import check, pool, pool_of, slot_servers
 from server_helpers import MEMGPT_TOOLS, running
 
+from llmproxy.server.pools.spec import PoolSpec
+
 HI = [{"role": "user", "content": "hi"}]
 
 
@@ -135,6 +137,62 @@ def test_a_stream_whose_every_member_fails_ends_in_an_error_and_harms_no_later_r
             assert info.value.status_code == 503 and info.value.response.headers["retry-after"]
 
 
+def test_a_hung_member_and_a_killed_one_cost_no_request_under_many_clients():
+    """Issue 33's scenario, smaller: of four members one accepts connections and never answers (from the
+    start), one is killed mid-run; a short first-token timeout; twelve clients, whole and streamed
+    requests. Every request that had not started its answer goes to another member: none is lost."""
+    with slot_servers(4, slots=8) as (hung, doomed, second, third):
+        hung.mode, hung.hang_seconds = "hang", 8.0
+        routes, pools = pool_of([hung, doomed, second, third], first_token_timeout=0.5, max_running=16)
+        with running(routes, pools=pools) as server:
+            outcomes: list[str] = []
+            deadline = time.monotonic() + 4.0
+
+            def agent(number: int) -> None:
+                with httpx.Client(timeout=30) as http:
+                    while time.monotonic() < deadline:
+                        body = {"model": "pool", "messages": HI, "tools": MEMGPT_TOOLS, "user": f"agent-{number}",
+                                "stream": number % 3 == 0}
+                        reply = http.post(f"{server.base_url}/chat/completions", json=body)
+                        answered = reply.status_code == 200 and '"name":"send_message"' in reply.text.replace(" ", "")
+                        outcomes.append("ok" if answered and '"error"' not in reply.text
+                                        else f"{reply.status_code} {reply.text[:200]}")
+
+            agents = [threading.Thread(target=agent, args=(number,)) for number in range(12)]
+            for thread in agents:
+                thread.start()
+            while not doomed.bodies and time.monotonic() < deadline - 1.5:  # the hung member met first
+                time.sleep(0.01)
+            doomed.kill()
+            for thread in agents:
+                thread.join()
+            lost = [outcome for outcome in outcomes if outcome != "ok"]
+            assert not lost, f"{len(lost)} of {len(outcomes)} requests lost: {lost[:3]}"
+            assert len(outcomes) > 24 and doomed.bodies  # the killed member had taken requests
+            health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()["models"]["pool"]
+            assert [member["state"] for member in health["members"]][:2] == ["cooling_down", "cooling_down"]
+
+
+def test_a_member_down_at_start_gets_no_request_until_a_check_finds_it_up():
+    with slot_servers(2) as (late, ready):
+        routes, pools = pool_of([late, ready])
+        spec = pools["pool"]
+        pools = {"pool": PoolSpec(spec.members, poll_interval=spec.poll_interval,
+                                  down_at_start={"m0": "could not connect"})}
+        with running(routes, pools=pools) as server:
+            health = httpx.get(f"http://127.0.0.1:{server.port}/health").json()["models"]["pool"]
+            assert [member["state"] for member in health["members"]] == ["cooling_down", "up"]
+            for _ in range(3):
+                ask(server)
+            assert (len(late.bodies), len(ready.bodies)) == (0, 3)
+            the_pool = pool(server)
+            later = time.monotonic() + 1000
+            the_pool.clock = lambda: later  # its cool-down is over: the next check probes it, and it is up
+            check(server)
+            ask(server, user="a new conversation")
+            assert (len(late.bodies), len(ready.bodies)) == (1, 3)  # both idle: the first listed
+
+
 def test_a_hung_member_is_cooled_down_and_probed_back():
     with slot_servers(2) as (hung, healthy):
         routes, pools = pool_of([hung, healthy], first_token_timeout=0.5)
@@ -143,17 +201,17 @@ def test_a_hung_member_is_cooled_down_and_probed_back():
             hung.mode = "hang"
             api = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
             headers = {"Authorization": "Bearer k"}
-            # Both idle: the first member listed is chosen, says nothing past its first-token timeout, and
-            # the request moves to the other.
+            # Both idle: the first member listed counts the prompt's tokens, says nothing past its first-token
+            # timeout, and the request moves to the other.
             response = api.chat.completions.create(model="pool", messages=HI, tools=MEMGPT_TOOLS)
             assert response.choices[0].message.tool_calls[0].function.name == "send_message"
-            assert (len(hung.bodies), len(healthy.bodies)) == (1, 1)
+            assert (len(hung.bodies), len(healthy.bodies)) == (0, 1)
             members = httpx.get(f"http://127.0.0.1:{server.port}/health", headers=headers).json()["models"]["pool"]
             assert members["members"][0]["state"] == "cooling_down"
             assert "first_token_timeout" in members["members"][0]["detail"]
 
             api.chat.completions.create(model="pool", messages=HI, tools=MEMGPT_TOOLS)
-            assert (len(hung.bodies), len(healthy.bodies)) == (1, 2)  # out: not asked
+            assert (len(hung.bodies), len(healthy.bodies)) == (0, 2)  # out: not asked
 
             the_pool = pool(server)
             later = time.monotonic() + 1000
@@ -165,9 +223,9 @@ def test_a_hung_member_is_cooled_down_and_probed_back():
             check(server)
             assert the_pool.members[0].health.up
             api.chat.completions.create(model="pool", messages=HI, tools=MEMGPT_TOOLS)
-            assert (len(hung.bodies), len(healthy.bodies)) == (1, 3)  # that conversation stays where it moved
+            assert (len(hung.bodies), len(healthy.bodies)) == (0, 3)  # that conversation stays where it moved
             api.chat.completions.create(model="pool", messages=HI, tools=MEMGPT_TOOLS, user="someone else")
-            assert (len(hung.bodies), len(healthy.bodies)) == (2, 3)  # a new one: both idle, the first listed
+            assert (len(hung.bodies), len(healthy.bodies)) == (1, 3)  # a new one: both idle, the first listed
             metrics = httpx.get(f"http://127.0.0.1:{server.port}/metrics", headers=headers).text
             assert 'llmproxy_member_failures_total{member="m0",model="pool"} 2.0' in metrics
             assert 'llmproxy_member_up{member="m0",model="pool"} 1.0' in metrics

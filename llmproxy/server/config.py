@@ -298,8 +298,8 @@ def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits, PoolSpec
             raise ConfigurationError(f"member {label!r}: {exc.message}") from None
     if len({member.name for member in members}) != len(members):
         raise ConfigurationError("two members have the same name; give each its own")
-    check_members(name, [(member.name, member.route) for member in members])
-    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval, model.sticky)
+    down = check_members(name, [(member.name, member.route) for member in members])
+    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval, model.sticky, down)
     running = model.max_running or sum(member.max_running for member in members)
     return members[0].route, RouteLimits(running, DEFAULT_MAX_QUEUE if model.max_queue is None else model.max_queue), pool
 

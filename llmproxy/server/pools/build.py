@@ -5,7 +5,7 @@ Members may be of any backend kind; what must not differ is what the pool comput
 them (the prompt, its constraint, its token count). A member that would differ (its server reports
 another chat template for the wrapper ``auto``, it takes no grammar, it runs another tokenizer) is a
 configuration error saying which and why. A member that is down at start cannot be compared: it is
-taken on trust, with a warning.
+taken on trust, with a warning, and starts out of the pool's rotation until a check finds it up.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ _SAMPLE = {
 _COUNTED = "Interchangeable members count tokens alike: déjà vu, 東京, 12345, <tool_call>{\"a\": 1}</tool_call>"
 
 
-def check_members(model: str, members: Sequence[tuple[str, Route]]) -> None:
-    """Raise a ConfigurationError naming the first member that is not interchangeable with the first."""
+def check_members(model: str, members: Sequence[tuple[str, Route]]) -> dict[str, str]:
+    """Raise a ConfigurationError naming the first member that is not interchangeable with the first; give
+    the members that are down at start, each with what its server said."""
     (first_name, first), *others = members
     reference = _rendering(first)
     counted = _count(first)
+    found = first.backend.discover()
+    down = {} if found.up else {first_name: found.detail or "down at start"}
     for name, route in others:
         # Known without asking its server: whether its kind of backend takes grammars at all.
         ungrammatical = first.backend.capabilities.grammar and not type(route.backend).capabilities.grammar
@@ -43,9 +46,11 @@ def check_members(model: str, members: Sequence[tuple[str, Route]]) -> None:
                 f"member {name!r} ({_where(route)}) takes no grammar (or another: {route.grammar!r}), and member "
                 f"{first_name!r} ({_where(first)}) constrains answers with {first.grammar!r}: a pool's members must "
                 "constrain alike; set grammar = \"none\" for the model, or serve that member as another model")
-        if not route.backend.discover().up:
-            logger.warning("model %s: member %s is down at start; it is taken to render and count tokens as %s does",
-                           model, name, first_name)
+        found = route.backend.discover()
+        if not found.up:
+            logger.warning("model %s: member %s is down at start; it is taken to render and count tokens as %s does, "
+                           "and gets requests once a check finds it up", model, name, first_name)
+            down[name] = found.detail or "down at start"
             continue
         if route.wrapper.name != first.wrapper.name:
             raise ConfigurationError(
@@ -62,6 +67,7 @@ def check_members(model: str, members: Sequence[tuple[str, Route]]) -> None:
             raise ConfigurationError(
                 f"member {name!r} ({_where(route)}) counts {theirs} tokens where member {first_name!r} counts "
                 f"{counted} for the same text: it runs another model or tokenizer; serve it as another model")
+    return down
 
 
 def _rendering(route: Route) -> tuple[str, tuple[str, ...], object]:

@@ -7,8 +7,9 @@ request is planned, once its prompt is rendered and counted (any member counts a
 backend is called, and kept for its second chances;
 a member that fails is taken out (llmproxy.server.pools.health), and ``retry_elsewhere`` tells the app
 (or a stream that has sent nothing of the answer yet) whether another member may take the request
-afresh: once per member, within twice the members' time to a first token; planned again, it goes to
-another member.
+afresh: once per member that is up; planned again, it goes to another member. Each failure takes its
+member out of the rotation, so a request pays for a silent member at most once a member, and only
+while its client waits (one that leaves cancels it).
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ class PoolLane(Lane):
         self.admission = _Admission(self)
         self.member: Member | None = None  # while the request holds one
         self.tried: list[str] = []  # members that took it, in order
-        self.started = pool.clock()
 
     @property
     def backend(self) -> Backend:  # type: ignore[override]
@@ -76,7 +76,7 @@ class PoolLane(Lane):
     def retry_elsewhere(self, error: BaseException) -> bool:
         """Whether the request, failed by its member (or by the one counting its tokens) before any of its
         answer was sent, may go to another."""
-        if not member_failure(error) or self.pool.clock() - self.started > self.pool.retry_within:
+        if not member_failure(error):
             return False
         return any(member.health.up and member.name not in self.tried for member in self.pool.members)
 

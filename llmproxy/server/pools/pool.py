@@ -47,14 +47,14 @@ class Pool:
         self.members = [Member(member, lane_for(member.route.backend, f"{name}/{member.name}",
                                                 RouteLimits(member.max_running, 0)), lambda: self.clock())
                         for member in spec.members]
+        for member in self.members:  # down at start: out until a check finds it up, so no request waits on it
+            if member.name in spec.down_at_start:
+                member.health.failed(f"down at start: {spec.down_at_start[member.name]}")
         self.admission = Admission(name, limits.max_running, limits.max_queue)
         self.affinities = Affinities()
-        # A request moves to another member only while it has waited less than twice a member's time to
-        # the first token: once a silent member has cost it that long, a client is likely to give up. It
-        # waits for a member with room a minute, or as long as a member may take to its first token (one
-        # reading a long prompt for another request holds its slot that long), then it is refused (429).
+        # A request waits for a member with room a minute, or as long as a member may take to its first token
+        # (one reading a long prompt for another request holds its slot that long), then it is refused (429).
         first_token = max(_first_token_limit(member.route.backend) for member in spec.members)
-        self.retry_within = 2 * first_token
         self.full_wait = max(MIN_FULL_WAIT, first_token)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

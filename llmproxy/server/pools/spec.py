@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from llmproxy.route import Route
 
@@ -25,13 +26,15 @@ class MemberSpec:
 @dataclass(frozen=True)
 class PoolSpec:
     """A pool: its members, how far a conversation's member may be busier than the least loaded before
-    the conversation moves, how often members are checked, and whether conversations stay on their
-    member at all (``sticky``)."""
+    the conversation moves, how often members are checked, whether conversations stay on their
+    member at all (``sticky``), and the members that were down at start (name: what their server said),
+    which start out of the rotation."""
 
     members: tuple[MemberSpec, ...]
     imbalance: float = DEFAULT_IMBALANCE
     poll_interval: float = DEFAULT_POLL_INTERVAL
     sticky: bool = True
+    down_at_start: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def max_running(self) -> int:
