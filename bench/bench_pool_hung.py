@@ -209,8 +209,9 @@ def main() -> None:
     body = json.dumps({**memgpt_request(), "stream": options.stream}).encode()
     print(f"{options.clients} clients, {'streamed' if options.stream else 'whole'} MemGPT requests for "
           f"{options.seconds:g} s; members answering in " + ", ".join(
-              f"{name} {latency * 1000:g} ms" if latency is not None else f"{name} never"
-              for name, latency in MEMBERS.items()) + f"; {'fast'} killed at {options.kill_at:g} s", flush=True)
+              f"{name} {latency * 1000:g} ms" if latency is not None else
+              f"{name} {'never' if options.hang_at is None else f'as mid until {options.hang_at:g} s, then never'}"
+              for name, latency in MEMBERS.items()) + f"; fast killed at {options.kill_at:g} s", flush=True)
     lost = [run(options, body, number) for number in range(1, options.runs + 1)]
     print(f"lost in each run: {lost}")
 
