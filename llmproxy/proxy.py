@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from llmproxy import constraints
 from llmproxy.backends import backends_with
@@ -25,6 +25,8 @@ from llmproxy.calls import HEARTBEAT_KEY, apply_heartbeat_rule, check_call, resp
 from llmproxy.client_schemas import check_client_schema, check_tool_parameters
 from llmproxy.constraints import Constraint, format_schema
 from llmproxy.decide import ranked_choice, request_decide
+from llmproxy.common.bounded_cache import MIB
+from llmproxy.common.json_cache import cached_by_json
 from llmproxy.common.loops import looping_unit
 from llmproxy.common.surrogates import refuse_lone_surrogates
 from llmproxy.errors import (
@@ -50,6 +52,7 @@ from llmproxy.types import (
     ProxyInfo,
     ResponseFormat,
     TokenLogprobs,
+    Tool,
     ToolChoice,
     TopLogprob,
     Usage,
@@ -397,10 +400,33 @@ def with_attempts(response: ChatCompletion, attempts: int) -> ChatCompletion:
 
 def parse_request(fields: dict[str, Any]) -> ChatRequest:
     """Validate an OpenAI chat request; a bad one raises InvalidRequestError naming the field."""
+    for key, known in (("tools", _known_tools), ("functions", _known_functions)):
+        value = fields.get(key)
+        if isinstance(value, list) and value:
+            try:
+                fields = {**fields, key: known(value)}
+            except ValidationError:
+                break  # the whole request's validation names what is wrong
     try:
         return ChatRequest.model_validate(fields)
     except ValidationError as exc:
         raise invalid_request(exc.errors()) from exc
+
+
+# An agent sends the same tools every turn: validated once (with the JSON each definition is known by), by
+# their JSON bytes, and shared - read only - by every request that sends them.
+@cached_by_json(4 * MIB)
+def _known_tools(value: Any) -> list[Tool]:
+    return _TOOLS.validate_python(value)
+
+
+@cached_by_json(4 * MIB)
+def _known_functions(value: Any) -> list[FunctionDefinition]:
+    return _FUNCTIONS.validate_python(value)
+
+
+_TOOLS = TypeAdapter(list[Tool])
+_FUNCTIONS = TypeAdapter(list[FunctionDefinition])
 
 
 def _check_logprobs(request: ChatRequest, route: Route) -> None:

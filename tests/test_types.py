@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -151,3 +152,28 @@ def test_a_forked_process_does_not_repeat_the_parents_ids():
     from_child = os.read(reader, 100).decode()
     os.close(reader)
     assert from_child.startswith("x-") and from_child != new_id("x")
+
+
+def test_tools_sent_again_are_validated_once_and_shared_read_only():
+    """An agent sends the same tools every turn: the second request gets the first one's definitions
+    (with the JSON they are known by), not a new validation; other tools get their own."""
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}
+    first = parse_request({"messages": [USER], "tools": [weather]})
+    again = parse_request({"messages": [USER], "tools": [json.loads(json.dumps(weather))]})
+    assert again.tools[0].function is first.tools[0].function
+    other = dict(weather, function={**weather["function"], "description": "The weather."})
+    assert parse_request({"messages": [USER], "tools": [other]}).tools[0].function.description == "The weather."
+    legacy = parse_request({"messages": [USER], "functions": [weather["function"]]})
+    assert legacy.functions[0].definition_json == first.tools[0].function.definition_json
+
+
+@pytest.mark.parametrize(("key", "bad", "named"), [
+    ("tools", [{"type": "function", "function": {"name": "has space"}}], "tools.0.function.name"),
+    ("functions", [{"name": "ok"}, {"name": "ok", "parameters": {"type": "array"}}], "functions.1.parameters"),
+])
+def test_a_bad_tool_list_is_still_refused_naming_the_field(key, bad, named):
+    for _ in range(2):  # a refused list is not kept: the second time is refused alike
+        with pytest.raises(InvalidRequestError) as info:
+            parse_request({"messages": [USER], key: bad})
+        assert named in info.value.message

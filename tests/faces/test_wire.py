@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from llmproxy.faces.wire import cached_by_json, json_bytes, sse_event
+from llmproxy.common.json_cache import cached_by_json
+from llmproxy.faces.wire import json_bytes, sse_event
 
 
 def counting_cache(max_bytes: int = 1 << 20):

@@ -7,7 +7,7 @@ are left out and listed in ``findings``. ``choice(tool_choice, offered)`` gives 
 ``tool_choice`` and ``parallel_tool_calls`` values, mapped exactly (a named tool stays named).
 
 Agents send the same tools every turn, so their translation is cached by the tools' JSON
-(llmproxy.faces.wire.cached_by_json); the tools it gives are shared, and read only.
+(llmproxy.common.json_cache.cached_by_json); the tools it gives are shared, and read only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from llmproxy.common.bounded_cache import MIB
 from llmproxy.faces.messages._blocks import Findings
 from llmproxy.faces.messages._fields import a_bool, a_list, a_string, an_object, fail, optional, path, required
-from llmproxy.faces.wire import cached_by_json
+from llmproxy.common.json_cache import cached_by_json
 from llmproxy.types import FunctionDefinition, NamedFunction, NamedToolChoice, Tool, ToolChoiceValue
 
 _MODES = {"auto": "auto", "any": "required", "none": "none"}

@@ -16,7 +16,7 @@ back to the tool it stands for.
   ``skipped``.
 
 Agents send the same tools every turn, so the translation is cached by the tools' JSON
-(llmproxy.faces.wire.cached_by_json): the ``OfferedTools`` of a tool list is shared, and read only.
+(llmproxy.common.json_cache.cached_by_json): the ``OfferedTools`` of a tool list is shared, and read only.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from llmproxy.common.bounded_cache import MIB
 from llmproxy.faces.lark import custom_tool_pattern
 from llmproxy.faces.responses._fields import a_list, a_name, an_object, at, fail, optional_text
-from llmproxy.faces.wire import cached_by_json
+from llmproxy.common.json_cache import cached_by_json
 from llmproxy.types import FunctionDefinition, Tool
 
 VALID_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
