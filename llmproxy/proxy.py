@@ -44,6 +44,7 @@ from llmproxy.syntaxes import split_reasoning
 from llmproxy.syntaxes.base import Answer, AnswerShape, Call, CallMode
 from llmproxy.tokens import TokenCount, answer_tokens, count_tokens
 from llmproxy.types import (
+    AssistantMessage,
     ChatCompletion,
     ChatRequest,
     Choice,
@@ -57,8 +58,9 @@ from llmproxy.types import (
     TopLogprob,
     Usage,
     UserMessage,
+    content_text,
 )
-from llmproxy.prompts import Rendered, cut_at_markers
+from llmproxy.prompts import Rendered, cut_at_markers, leaked
 
 
 @dataclass(frozen=True)
@@ -205,6 +207,7 @@ def finish(plan: Plan, completion: Completion, completion_count: TokenCount | No
         answer = _read_calls(plan, thought, text, completion)
     if not answer.calls and completion.finish_reason != "length":
         answer = _in_requested_format(answer, plan.request.response_format, raw)
+    _refuse_leaks(answer, plan.request, raw)
     message, finish_reason = response_message(answer.content, answer.calls, plan.request.answer_form,
                                               answer.reasoning)
     if completion.finish_reason == "length":
@@ -310,6 +313,31 @@ def _in_requested_format(answer: Answer, response_format: ResponseFormat | None,
     return replace(answer, content=content, repairs=answer.repairs + repaired.repairs)
 
 
+def _refuse_leaks(answer: Answer, request: ChatRequest, raw: str) -> None:
+    """An answer that returns llmproxy's own words - a wrapper's instructions or placeholders, a second
+    chance's note - as its text or in a call's arguments is no answer (llmproxy.prompts.leaked)."""
+    texts = [answer.content or "", *(json.dumps(call.arguments, ensure_ascii=False) for call in answer.calls)]
+    leak = leaked(texts, lambda: _client_text(request), (NOTE_OPENING, NOTE_CLOSING))
+    if leak is not None:
+        raise OutputParseError(f"The answer repeats the instructions it was given ({leak!r}) instead of answering; "
+                               "never copy them, and fill in real values.", raw)
+
+
+def _client_text(request: ChatRequest) -> str:
+    """Everything the client wrote: its messages' text (not a second chance's notes), their past calls,
+    and its functions."""
+    texts = [function.definition_json for function in request.function_definitions()]
+    for message in request.messages:
+        text = content_text(message.content) or ""
+        if not (isinstance(message, UserMessage) and text.startswith(NOTE_OPENING) and text.endswith(NOTE_CLOSING)):
+            texts.append(text)
+        if isinstance(message, AssistantMessage):
+            texts += [call.function.arguments for call in message.tool_calls or []]
+            if message.function_call is not None:
+                texts.append(message.function_call.arguments)
+    return "\n".join(texts)
+
+
 def _read_cut_calls(plan: Plan, thought: str | None, text: str, completion: Completion) -> Answer:
     """An answer cut at the token limit: its calls where they can be read (a repair may close them),
     else what was written, as text - OpenAI's way: ``finish_reason`` "length" says the rest. An answer
@@ -325,11 +353,15 @@ def _read_cut_calls(plan: Plan, thought: str | None, text: str, completion: Comp
         return Answer(text.strip() or None, repairs=("cut_at_token_limit",), reasoning=thought)
 
 
+# A second chance's note, around the checker's message.
+NOTE_OPENING = "Your last answer could not be used:"
+NOTE_CLOSING = "Answer again, exactly in the format you were asked for."
+
+
 def second_chance(request: ChatRequest, error: OutputParseError, attempt: int) -> ChatRequest:
     """``request`` again after an answer that could not be used: the checker's message is added as a
     user turn (so the wrapper writes it in its own format), and a seed the caller fixed moves on."""
-    note = UserMessage(role="user", content=f"Your last answer could not be used: {error.reason} "
-                                            "Answer again, exactly in the format you were asked for.")
+    note = UserMessage(role="user", content=f"{NOTE_OPENING} {error.reason} {NOTE_CLOSING}")
     seed = None if request.seed is None else request.seed + attempt
     return request.model_copy(update={"messages": [*request.messages, note], "seed": seed})
 

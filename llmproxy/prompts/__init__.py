@@ -5,7 +5,8 @@ prompt the model was trained on, with its stop strings and the assistant prefix 
 * ``_wrappers``: wrappers as data, found on the search path, rendered in one sandboxed Jinja
   ``environment``; client text neutralised so it cannot forge the wrapper's markers;
 * ``_model_template``: ``wrapper = "auto"``, a model's own Hugging Face template used as the wrapper;
-* ``_template_roles``: the roles such a template takes, and the conversation reshaped to fit them.
+* ``_template_roles``: the roles such a template takes, and the conversation reshaped to fit them;
+* ``_leaks``: the wrappers' own words (instructions, placeholders) and the pipeline's notes, found in an answer.
 """
 
 from llmproxy.prompts._model_template import (
@@ -17,6 +18,7 @@ from llmproxy.prompts._model_template import (
     backend_wrapper,
     model_wrapper,
 )
+from llmproxy.prompts._leaks import leaked
 from llmproxy.prompts._wrappers import (
     Rendered,
     Resolved,
@@ -44,6 +46,7 @@ __all__ = [
     "backend_wrapper",
     "clear_caches",
     "cut_at_markers",
+    "leaked",
     "load_wrapper",
     "model_wrapper",
     "neutralise",

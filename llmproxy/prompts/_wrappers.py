@@ -27,6 +27,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy._data import search_dirs
+from llmproxy.prompts._leaks import own_text
 from llmproxy.errors import ConfigurationError, TemplateError
 from llmproxy.syntaxes import create_syntax
 from llmproxy.syntaxes.base import AnswerShape, CallMode, CallSyntax, Decide, Reasoning
@@ -196,7 +197,7 @@ def _catalogue() -> dict[str, tuple[WrapperSpec, dict[str, Any]]]:
 
 def clear_caches() -> None:
     """Forget loaded wrappers, so the search path is read again (after installing a user wrapper)."""
-    for cached in (_catalogue, environment, _wrapper_for):
+    for cached in (_catalogue, environment, _wrapper_for, own_text):
         cached.cache_clear()
 
 
