@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from llmproxy.commands import _tables as tables
 from llmproxy.commands import options as opt
 from llmproxy.commands._console import out, progress_bar
 from llmproxy.commands._errors import fail, reported
@@ -48,16 +49,7 @@ def markdown_table(summaries: list[Summary]) -> str:
     rows = [(s.wrapper, s.grammar, s.decide, _share(s.valid, s.total), _share(s.correct, s.total),
              _share(s.decisions, s.decision_total) if s.decision_total else "-", _share(s.repaired, s.total),
              _share(s.retried, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
-    widths = [max(map(len, column)) for column in zip(COLUMNS, *rows)]
-    numeric = [index >= 3 for index in range(len(COLUMNS))]
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "| " + " | ".join(
-            cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(cells, widths, numeric)
-        ) + " |"
-
-    rule = "|" + "|".join("-" * (width + 1) + (":" if right else "-") for width, right in zip(widths, numeric)) + "|"
-    return "\n".join([line(COLUMNS), rule, *map(line, rows)])
+    return tables.markdown_table(COLUMNS, rows, [index >= 3 for index in range(len(COLUMNS))])
 
 
 def suite_path(suite: str | None) -> Path | None:
