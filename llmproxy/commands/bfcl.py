@@ -95,19 +95,13 @@ def bfcl(
              "backend's model of the llmproxy route (as for 'serve').")] = None,
     backend: opt.Backend = None,
     endpoint: opt.Endpoint = None,
-    wrapper: Annotated[Optional[list[str]], typer.Option(
-        "--wrapper", show_default=False,
-        help="The llmproxy route's wrapper (see 'llmproxy wrappers'); repeat to compare. Default: as 'serve' "
-             "picks it.")] = None,
+    wrapper: opt.Wrappers = None,
     syntax: opt.Syntax = None,
     grammar: Annotated[Optional[list[str]], typer.Option(
         "--grammar", show_default=False,
-        help="The llmproxy route's grammar: auto, none or a grammar file name; repeat to compare. Default: "
-             "the wrapper's setting, else auto.")] = None,
-    decide: Annotated[Optional[list[str]], typer.Option(
-        "--decide", show_default=False,
-        help="How the llmproxy route decides tool_choice 'auto' (BFCL sends none, so every case is "
-             "decided): free or choose; repeat to compare. Default: the route's own.")] = None,
+        help="Grammar mode to evaluate each wrapper with ('auto', 'none' or a grammar file name); repeat to "
+             "compare. Default: the wrapper's setting, else auto.")] = None,
+    decide: opt.Decides = None,
     context_window: opt.ContextWindow = None,
     auth_type: opt.AuthType = None,
     auth_key: opt.AuthKey = None,
@@ -150,8 +144,7 @@ def bfcl(
         targets = [Target(url, url, resolve_model(url, api_key, model), api_key) for url in base_url or []]
         with ExitStack() as stack, _output(output) as record:
             if not base_url or any(option is not None for option in route_options):
-                variants = [(w, g, d) for w in wrapper or [None] for g in grammar or [None] for d in decide or [None]]
-                routes = _routes(variants, backend=backend, endpoint=endpoint, model=model, syntax=syntax,
+                routes = _routes(opt.variants(wrapper, grammar or [None], decide), backend=backend, endpoint=endpoint, model=model, syntax=syntax,
                                  context_window=context_window, auth_type=auth_type, auth_key=auth_key,
                                  max_tokens=max_tokens, retries=retries)
                 from llmproxy.server.background import serving_in_background  # the web framework, only when serving
