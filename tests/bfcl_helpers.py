@@ -69,7 +69,8 @@ class FakeOpenAI:
         self.answer = answer
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        server.expect_request("/v1/models").respond_with_json({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+        models = {"object": "list", "data": [{"id": MODEL, "object": "model"}]}
+        server.expect_request("/v1/models").respond_with_json(models)
         server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(self._complete)
         self.base_url = server.url_for("/v1")
 

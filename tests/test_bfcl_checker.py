@@ -14,7 +14,8 @@ from llmproxy.evaluation.bfcl.faces import Call, Reply
 from llmproxy.evaluation.bfcl.values import normalise
 from llmproxy.evaluation.bfcl.verdicts import judge, server_failure
 
-AREA = {"name": "geometry.area", "description": "Area of a shape.", "parameters": {"type": "dict", "required": ["shape", "size"], "properties": {
+AREA = {"name": "geometry.area", "description": "Area of a shape.", "parameters": {
+    "type": "dict", "required": ["shape", "size"], "properties": {
     "shape": {"type": "string", "description": "The shape."},
     "size": {"type": "float", "description": "Its size."},
     "count": {"type": "integer", "description": "How many."},

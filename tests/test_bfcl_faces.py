@@ -31,7 +31,8 @@ def written(case) -> str:
         value = arguments[param]
         calls[0] = (name, {**arguments, param: value + 1 if not isinstance(value, str) else value + " and more"})
     syntax = load_wrapper("hermes").wrapper.spec.syntax
-    turn = syntax.render_turn("", [FunctionCall(name=name, arguments=json.dumps(arguments)) for name, arguments in calls])
+    turn = syntax.render_turn("", [FunctionCall(name=name, arguments=json.dumps(arguments))
+                                   for name, arguments in calls])
     return "\n".join(turn.calls)
 
 

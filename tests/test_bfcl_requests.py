@@ -95,7 +95,8 @@ def test_the_sample_shows_what_the_conversion_has_to_handle():
 
 
 def test_the_tool_conversion_maps_python_types_and_leaves_the_doc_alone():
-    doc = {"name": "geo.distance", "description": "Distance.", "parameters": {"type": "dict", "required": ["a"], "properties": {
+    doc = {"name": "geo.distance", "description": "Distance.", "parameters": {
+        "type": "dict", "required": ["a"], "properties": {
         "a": {"type": "tuple", "items": {"type": "float"}, "description": "A point."},
         "options": {"type": "dict", "properties": {"unit": {"type": "any", "description": "Unit."}}},
         "scale": {"type": "float", "description": "Scale."}, "label": {"description": "No type."}}}}
@@ -109,7 +110,8 @@ def test_the_tool_conversion_maps_python_types_and_leaves_the_doc_alone():
     assert properties["a"] == {"type": "array", "items": {"type": "number"}, "description": "A point."}
     assert properties["options"]["type"] == "object"
     assert properties["options"]["properties"]["unit"]["type"] == "string"
-    assert properties["scale"] == {"type": "number", "format": "float", "description": "Scale. This is a float type value."}
+    assert properties["scale"] == {"type": "number", "format": "float",
+                                   "description": "Scale. This is a float type value."}
     assert properties["label"]["type"] == "string"
 
 

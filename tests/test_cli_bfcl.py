@@ -89,7 +89,8 @@ def test_a_run_against_a_server_prints_the_table_and_records_every_case(httpserv
         assert record["request"]["path"] == "/chat/completions" and record["request"]["messages"] >= 1
         assert record["seconds"] >= 0 and record["status"] in (200, 500)
     error = next(record for record in records if record["kind"] == "error")
-    assert "HTTP 500: the backend fell over" in error["error"] and error["bfcl_error_type"] == "ast_decoder:decoder_failed"
+    assert "HTTP 500: the backend fell over" in error["error"]
+    assert error["bfcl_error_type"] == "ast_decoder:decoder_failed"
     wrong = next(record for record in records if record["kind"] == "wrong_value")
     assert wrong["bfcl_error_type"] == "value_error:others" and wrong["calls"][0]["arguments"]
 
@@ -124,6 +125,7 @@ def test_a_server_and_an_llmproxy_route_side_by_side(httpserver, tmp_path):
     (["--face", "grpc"], "unknown face 'grpc': use one of chat, responses, messages"),
     (["--base-url", "http://127.0.0.1:9/v1"], "cannot reach http://127.0.0.1:9/v1"),
     (["--base-url", "localhost:8080/v1"], "base URL 'localhost:8080/v1' needs its scheme"),
+    (["--output", "/nonexistent/run.jsonl"], "cannot write /nonexistent/run.jsonl"),
 ])
 def test_bad_input_is_one_line_saying_what_to_do(args, message):
     result = invoke("bfcl", "--data", str(SAMPLE), "--limit", "1", *args)

@@ -144,12 +144,13 @@ def bfcl(
         targets = [Target(url, url, resolve_model(url, api_key, model), api_key) for url in base_url or []]
         with ExitStack() as stack, _output(output) as record:
             if not base_url or any(option is not None for option in route_options):
-                routes = _routes(opt.variants(wrapper, grammar or [None], decide), backend=backend, endpoint=endpoint, model=model, syntax=syntax,
-                                 context_window=context_window, auth_type=auth_type, auth_key=auth_key,
-                                 max_tokens=max_tokens, retries=retries)
-                from llmproxy.server.background import serving_in_background  # the web framework, only when serving
+                routes = _routes(opt.variants(wrapper, grammar or [None], decide), backend=backend,
+                                 endpoint=endpoint, model=model, syntax=syntax, context_window=context_window,
+                                 auth_type=auth_type, auth_key=auth_key, max_tokens=max_tokens, retries=retries)
+                from llmproxy.server.background import serving_in_background  # the web framework: only to serve
 
-                served = stack.enter_context(serving_in_background({name: route for name, (_, route) in routes.items()}))
+                served = stack.enter_context(serving_in_background({name: route for name, (_, route) in
+                                                                    routes.items()}))
                 targets += [Target(label, served, name, None) for name, (label, _) in routes.items()]
             results = _run(cases, targets, faces, timeout, record)
         console = out()

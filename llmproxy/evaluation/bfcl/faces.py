@@ -159,7 +159,8 @@ def _anthropic_tool(doc: dict[str, Any]) -> dict[str, Any]:
     function = tool_function(doc)
     function["input_schema"] = function.pop("parameters")
     if "response" in function:  # Anthropic's tools have no field for it: BFCL describes it
-        function["description"] += f" The response field has the following schema: {json.dumps(function.pop('response'))}"
+        schema = json.dumps(function.pop("response"))
+        function["description"] += f" The response field has the following schema: {schema}"
     return function
 
 
