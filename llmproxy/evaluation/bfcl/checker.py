@@ -155,7 +155,7 @@ def check_call(doc: dict[str, Any] | None, call: dict[str, Any], expected: dict[
     if name not in call:
         return Check(False, "simple_function_checker:wrong_func_name", f"not a call to {name!r}")
     arguments = call[name]
-    properties = doc["parameters"]["properties"]
+    properties = doc["parameters"].get("properties", {})
     for param in doc["parameters"].get("required", []):
         if param not in arguments:
             return Check(False, "simple_function_checker:missing_required", f"missing required {param!r}")
@@ -173,9 +173,9 @@ def check_call(doc: dict[str, Any] | None, call: dict[str, Any], expected: dict[
 
 
 def _argument_mismatch(param: str, value: Any, schema: dict[str, Any], acceptable: list[Any]) -> Mismatch | None:
-    declared = schema["type"]
+    declared = schema.get("type")  # a doc BFCL's checker could not read (no type) fails the type check here
     expected = PYTHON_TYPES.get(declared)
-    item_type = PYTHON_TYPES.get(schema["items"]["type"]) if declared in NESTED_TYPES else None
+    item_type = PYTHON_TYPES.get(schema.get("items", {}).get("type")) if declared in NESTED_TYPES else None
     if declared == "float" and type(value) is int:  # an int is a fine float
         value = float(value)
     mismatch, variable = type_mismatch(param, value, acceptable, declared, expected, item_type)

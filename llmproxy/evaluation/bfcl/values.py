@@ -41,7 +41,7 @@ def _answer_type(acceptable: Any) -> type | None:
     return next((type(answer) for answer in acceptable if answer != ""), None)
 
 
-def type_mismatch(param: str, value: Any, acceptable: list[Any], declared: str, expected: type | None,
+def type_mismatch(param: str, value: Any, acceptable: list[Any], declared: str | None, expected: type | None,
                   item_type: type | None) -> tuple[Mismatch | None, bool]:
     """(the type error or None, whether the value counts as a variable: compared as it is, not by the
     rules of its declared type). A value of the acceptable answers' type passes even where the doc
