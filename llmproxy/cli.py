@@ -203,7 +203,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-register_commands(app)  # wrappers, render, try, chat, eval, probe
+register_commands(app)  # wrappers, render, try, chat, eval, bfcl, probe
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from llmproxy.commands import _tables as tables
 from llmproxy.commands import options as opt
 from llmproxy.commands._console import out, progress_bar
 from llmproxy.commands._errors import fail, reported
@@ -48,16 +49,7 @@ def markdown_table(summaries: list[Summary]) -> str:
     rows = [(s.wrapper, s.grammar, s.decide, _share(s.valid, s.total), _share(s.correct, s.total),
              _share(s.decisions, s.decision_total) if s.decision_total else "-", _share(s.repaired, s.total),
              _share(s.retried, s.total), f"{s.mean_latency_s:.2f} s") for s in summaries]
-    widths = [max(map(len, column)) for column in zip(COLUMNS, *rows)]
-    numeric = [index >= 3 for index in range(len(COLUMNS))]
-
-    def line(cells: tuple[str, ...]) -> str:
-        return "| " + " | ".join(
-            cell.rjust(width) if right else cell.ljust(width) for cell, width, right in zip(cells, widths, numeric)
-        ) + " |"
-
-    rule = "|" + "|".join("-" * (width + 1) + (":" if right else "-") for width, right in zip(widths, numeric)) + "|"
-    return "\n".join([line(COLUMNS), rule, *map(line, rows)])
+    return tables.markdown_table(COLUMNS, rows, [index >= 3 for index in range(len(COLUMNS))])
 
 
 def suite_path(suite: str | None) -> Path | None:
@@ -77,22 +69,13 @@ def eval_command(
              "tool needed or not, beside others) or keywords (one per schema keyword) - or a scenario file: one "
              "OpenAI chat request per line, with a 'name', 'expect' (the function that should be called, or "
              "null) and, for a decision, 'decision' (call or answer). Default: builtin.")] = None,
-    wrapper: Annotated[Optional[list[str]], typer.Option(
-        "--wrapper", show_default=False,
-        help="Wrapper to evaluate; repeat the option to compare several. Default: as 'serve' picks it (auto "
-             "where the backend reports the model's template, else chatml-json). "
-             "Example: --wrapper chatml --wrapper chatml-noforce")] = None,
+    wrapper: opt.Wrappers = None,
     syntax: opt.Syntax = None,
     grammar: Annotated[Optional[list[str]], typer.Option(
         "--grammar", show_default=False,
         help="Grammar mode to evaluate each wrapper with ('auto', 'none' or a grammar file name); repeat to "
              "compare. Default: both auto and none.")] = None,
-    decide: Annotated[Optional[list[str]], typer.Option(
-        "--decide", show_default=False,
-        help="How tool_choice 'auto' is decided, 'free' or 'choose' (see 'llmproxy serve --help'); repeat to "
-             "compare; choose is run with grammar auto only. Default: the route's own (choose on the embedded "
-             "SmolLM2 with grammar auto, else free).")
-    ] = None,
+    decide: opt.Decides = None,
     backend: opt.Backend = None,
     endpoint: opt.Endpoint = None,
     model: opt.Model = None,
@@ -130,9 +113,7 @@ def eval_command(
     with reported(debug):
         path = suite_path(suite)
         scenarios = load_scenarios(path)[:limit]
-        variants = [(w, g, d) for w in wrapper or [None] for g in grammar or DEFAULT_GRAMMARS
-                    for d in decide or [None] if not (g == "none" and d == "choose")]  # None: the default
-        routes = opt.open_routes(variants, backend=backend, endpoint=endpoint, model=model, syntax=syntax,
+        routes = opt.open_routes(opt.variants(wrapper, grammar or DEFAULT_GRAMMARS, decide), backend=backend, endpoint=endpoint, model=model, syntax=syntax,
                                  context_window=context_window, auth_type=auth_type, auth_key=auth_key,
                                  max_tokens=max_tokens, temperature=temperature, seed=seed, retries=retries)
         results: list[tuple[Summary, list[Outcome]]] = []

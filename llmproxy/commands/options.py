@@ -49,6 +49,16 @@ Model = Annotated[Optional[str], typer.Option(
     help="The backend's model name (required by ollama and vllm), or a GGUF file for embedded. "
          "Example: --model dolphin2.2-mistral:7b-q6_K")]
 Wrapper = Annotated[Optional[str], typer.Option("--wrapper", show_default=False, help=WRAPPER_HELP)]
+Wrappers = Annotated[Optional[list[str]], typer.Option(
+    "--wrapper", show_default=False,
+    help="Wrapper to evaluate; repeat the option to compare several. Default: as 'serve' picks it (auto "
+         "where the backend reports the model's template, else chatml-json). "
+         "Example: --wrapper chatml --wrapper chatml-noforce")]
+Decides = Annotated[Optional[list[str]], typer.Option(
+    "--decide", show_default=False,
+    help="How tool_choice 'auto' is decided, 'free' or 'choose' (see 'llmproxy serve --help'); repeat to "
+         "compare; choose is run with grammar auto only. Default: the route's own (choose on the embedded "
+         "SmolLM2 with grammar auto, else free).")]
 Syntax = Annotated[Optional[str], typer.Option("--syntax", show_default=False, help=SYNTAX_HELP)]
 Grammar = Annotated[Optional[str], typer.Option("--grammar", show_default=False, help=GRAMMAR_HELP)]
 Decide = Annotated[Optional[str], typer.Option("--decide", show_default=False, help=DECIDE_HELP)]
@@ -78,6 +88,14 @@ Retries = Annotated[Optional[int], typer.Option(
          "Default: 2; 0 shows the model's first answer as it is.")]
 Debug = Annotated[bool, typer.Option(
     "--debug", envvar="LLMPROXY_DEBUG", help="On an error, show the full traceback instead of one line.")]
+
+
+def variants(wrappers: Sequence[str] | None, grammars: Sequence[str | None],
+             decides: Sequence[str] | None) -> list[tuple[str | None, str | None, str | None]]:
+    """Each (wrapper, grammar, decide) to evaluate (None: the route's default), but choose without a
+    grammar, which it needs."""
+    return [(w, g, d) for w in wrappers or [None] for g in grammars for d in decides or [None]
+            if not (g == "none" and d == "choose")]
 
 
 def auth_type_for(auth_type: str | None, auth_key: str | None) -> str | None:
