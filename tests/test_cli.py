@@ -82,7 +82,7 @@ def test_wrappers_show_prints_settings_and_every_template_it_uses():
     assert "'\\n{\\n  \"inner_thoughts\":'" in out  # the call prefix, escapes visible
     assert "event_role_system = true" in out
     assert "chatml.jinja" in out and "_common.jinja" in out  # the template and the one it imports
-    assert "{% macro turn(role, text) %}<|im_start|>{{ role }}" in out
+    assert "<|im_start|>{{ role }}\n{{ text }}<|im_end|>" in out  # the template's own text
 
 
 def test_unknown_wrapper_is_one_line_with_the_choices():
