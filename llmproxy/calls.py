@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from llmproxy.common.bounded_cache import MIB, bounded_cache
+from llmproxy.common.nesting import client_json
 from llmproxy.errors import FunctionCallError
 from llmproxy.grammar.patterns import linear_validator
 from llmproxy.syntaxes.base import Call
@@ -104,7 +105,7 @@ def apply_heartbeat_rule(call: Call, history: Sequence[Message], functions: Sequ
     if declared is None or HEARTBEAT_KEY not in declared.parameters.get("properties", {}):
         return call
     try:
-        event = json.loads(content_text(history[-1].content) or "")
+        event = client_json(content_text(history[-1].content) or "")
     except ValueError:
         return call
     if not isinstance(event, dict) or event.get("type") != "user_message":

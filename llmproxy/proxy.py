@@ -28,6 +28,7 @@ from llmproxy.decide import ranked_choice, request_decide
 from llmproxy.common.bounded_cache import MIB
 from llmproxy.common.json_cache import cached_by_json
 from llmproxy.common.loops import looping_unit
+from llmproxy.common.nesting import MAX_NESTING, nested_deeper
 from llmproxy.common.surrogates import refuse_lone_surrogates
 from llmproxy.errors import (
     ContextWindowExceededError,
@@ -415,6 +416,7 @@ def answer_with_retries(
 
 def chat_completion(request: ChatRequest, route: Route, *, first_message: bool = False) -> ChatCompletion:
     """Run one request through ``route``; an answer that cannot be used gets ``route.retries`` more tries."""
+    _check_nesting(request)
 
     def generate(asked: ChatRequest, attempt: int) -> tuple[Plan, Completion]:
         prepared = plan(asked, route, first_message=first_message, schemas_checked=attempt > 1)
@@ -507,6 +509,15 @@ def _check_library_input(messages: Any, request_fields: dict[str, Any]) -> None:
         hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := get_close_matches(name, ChatRequest.model_fields, 1))
                  else repr(name) for name in unknown]
         raise InvalidRequestError(f"invalid request: unknown argument {', '.join(hints)}", param=unknown[0])
+
+
+def _check_nesting(request: ChatRequest) -> None:
+    """A library caller's values were never read from JSON text, which bounds how deep they nest (the
+    server's intake reads its own): they are bounded here, by field, before a walker recurses into them."""
+    for name in ChatRequest.model_fields:
+        if nested_deeper(getattr(request, name), MAX_NESTING - 1):  # the request's own level is one of them
+            raise InvalidRequestError(f"invalid request: {name}: arrays and objects nested too deep (more than "
+                                      f"{MAX_NESTING} levels); flatten the value", param=name)
 
 
 def get_chat_completion(

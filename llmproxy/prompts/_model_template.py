@@ -28,6 +28,7 @@ import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from llmproxy.common.nesting import client_json
 from llmproxy.backends.base import Backend, ChatTemplate
 from llmproxy.errors import ConfigurationError, TemplateError
 from llmproxy.prompts._template_roles import fit_roles, probe_roles
@@ -323,7 +324,7 @@ def _arguments(text: str, reserved: Sequence[str]) -> Any:
     them), every string in them neutralised; arguments that are not JSON stay text, neutralised too.
     Parsed first: a marker written with JSON escapes (``\\u003c|im_start|>``) must not come back whole."""
     try:
-        value = json.loads(text) if text else {}
+        value = client_json(text) if text else {}
     except ValueError:
         return neutralise(text, reserved)
     return neutralise_json(value, reserved)

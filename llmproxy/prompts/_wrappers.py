@@ -26,6 +26,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from llmproxy.common.bounded_cache import MIB, bounded_cache
+from llmproxy.common.nesting import client_json
 from llmproxy._data import search_dirs
 from llmproxy.prompts._leaks import own_text
 from llmproxy.errors import ConfigurationError, TemplateError
@@ -289,8 +290,8 @@ def _json_or_none(text: str | None) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text, strict=False)
-    except ValueError:
+        return client_json(text, strict=False)
+    except ValueError:  # not JSON, or too deep to walk (llmproxy.common.nesting)
         return None
 
 
@@ -469,7 +470,7 @@ def _neutral_arguments(arguments: str, reserved: tuple[str, ...]) -> str:
     """A past call's arguments (JSON text) with every string in them neutralised; text that is not JSON
     is neutralised as it stands. Cached: agents resend their whole history every turn."""
     try:
-        parsed = json.loads(arguments) if arguments else {}
+        parsed = client_json(arguments) if arguments else {}
     except ValueError:
         return neutralise(arguments, reserved)
     return json.dumps(neutralise_json(parsed, reserved), ensure_ascii=False)

@@ -1,7 +1,7 @@
 """Letting a request in: its API key, and its body read under the size limit as one JSON object.
 
-Python's JSON parser recurses once per nested array or object, so a body nested about a thousand
-levels deep (a few KB) exhausts its recursion limit: that is a 400 naming the field it is in.
+A body nested more than 200 levels deep (llmproxy.common.nesting: every walker on a request's path
+recurses per level) is a 400 naming the top-level field it is in, in the face's own envelope.
 
 Only a body sent as ``application/json`` is read: a web page can POST text/plain or a form to any
 address without the browser asking the server first (a CORS preflight), so a server without a key
@@ -17,6 +17,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 
+from llmproxy.common.nesting import MAX_NESTING, TooDeep, client_json, nested_deeper
 from llmproxy.errors import AuthenticationError, InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
 from llmproxy.server.disconnects import Cancelled
 
@@ -68,11 +69,11 @@ class Intake:
         except ClientDisconnect:  # gone, or cut off for sending too slowly (llmproxy.server.connections)
             raise Cancelled() from None
         try:
-            fields = json.loads(body)
+            fields = client_json(body)
+        except TooDeep:
+            raise _too_deep(bytes(body)) from None
         except ValueError as exc:
             raise InvalidRequestError(f"The request body is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise _too_deep(bytes(body)) from None
         if not isinstance(fields, dict):
             raise InvalidRequestError("The request body must be a JSON object.")
         return fields
@@ -83,13 +84,13 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 
 def _too_deep(body: bytes) -> InvalidRequestError:
     field = _deep_field(body.decode("utf-8", errors="replace"))
-    return InvalidRequestError(f"invalid request: {field or 'body'}: arrays and objects nested too deep to read "
-                               "(Python's JSON parser stops near 1,000 levels)", param=field)
+    return InvalidRequestError(f"invalid request: {field or 'body'}: arrays and objects nested too deep (more than "
+                               f"{MAX_NESTING} levels); flatten the value", param=field)
 
 
 def _deep_field(text: str) -> str | None:
-    """The top-level field whose value is too deep to parse, found by parsing the values one by one
-    (as much work as one more parse, and only for a body that already failed), or None."""
+    """The top-level field whose value is too deep, found by reading the values one by one (as much
+    work as one more parse, and only for a body already refused), or None."""
     decoder = json.JSONDecoder()
     at = _SPACE.match(text).end()
     if not text.startswith("{", at):
@@ -101,8 +102,10 @@ def _deep_field(text: str) -> str | None:
             if not isinstance(key, str) or not text.startswith(":", at):
                 return None
             try:
-                _, at = decoder.raw_decode(text, _SPACE.match(text, at + 1).end())
+                value, at = decoder.raw_decode(text, _SPACE.match(text, at + 1).end())
             except RecursionError:
+                return key
+            if nested_deeper(value, MAX_NESTING - 1):  # the body's own level is one of the limit's
                 return key
             at = _SPACE.match(text, at).end()
             if not text.startswith(",", at):

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from llmproxy.common.nesting import client_json
 from llmproxy.errors import GrammarError, OutputParseError
 from llmproxy.grammar import RuleSet, json_literal, key_value
 from llmproxy.syntaxes.base import AnswerShape, Call
@@ -87,7 +88,7 @@ def call_from_value(value: Any, raw: str) -> Call:
 def call_json(name: str, arguments: str, arguments_key: str) -> str:
     """A past call as one compact JSON object (arguments given as OpenAI's JSON text)."""
     try:
-        parsed = json.loads(arguments) if arguments else {}
+        parsed = client_json(arguments) if arguments else {}
     except ValueError:
         parsed = arguments  # shown as the client sent it
     return json.dumps({"name": name, arguments_key: parsed}, ensure_ascii=False)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from llmproxy.common.bounded_cache import MIB, bounded_cache
+from llmproxy.common.nesting import client_json
 from llmproxy.errors import ConfigurationError, GrammarError, JSONRepairError, OutputParseError
 from llmproxy.grammar import RuleSet, json_literal, key_value
 from llmproxy.repair import repair
@@ -220,7 +221,7 @@ def _arguments_object(arguments: Any, raw: str) -> tuple[dict[str, Any], tuple[s
 
 def _json_or_none(text: str) -> Any:
     try:
-        return json.loads(text, strict=False) if text else None
+        return client_json(text, strict=False) if text else None
     except ValueError:
         return None
 

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from llmproxy.common.nesting import client_json
 from llmproxy.errors import JSONRepairError, OutputParseError
 from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.repair import repair_value
@@ -107,6 +108,6 @@ def _arguments_text(arguments: str) -> str:
     """A past call's arguments (OpenAI's JSON text) as the model writes them; text that is not JSON is
     shown as the client sent it."""
     try:
-        return json.dumps(json.loads(arguments) if arguments else {}, ensure_ascii=False)
+        return json.dumps(client_json(arguments) if arguments else {}, ensure_ascii=False)
     except ValueError:
         return arguments

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from llmproxy.common.nesting import client_json
 from llmproxy.errors import OutputParseError
 from llmproxy.grammar import RuleSet, gbnf_literal, members
 from llmproxy.syntaxes._sections import SectionSyntax
@@ -230,7 +231,7 @@ def python_literal(value: Any) -> str:
 
 def _render_call(call: FunctionCall) -> str:
     try:
-        arguments = json.loads(call.arguments) if call.arguments else {}
+        arguments = client_json(call.arguments) if call.arguments else {}
     except ValueError:
         arguments = call.arguments
     if not isinstance(arguments, dict):

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from llmproxy.common.nesting import client_json
 from llmproxy.errors import JSONRepairError, OutputParseError
 from llmproxy.grammar import RuleSet, gbnf_literal
 from llmproxy.repair import repair_value
@@ -168,7 +169,7 @@ def _typed(raw: str, schema: Any) -> tuple[Any, list[str]]:
 
 def _render_call(call: FunctionCall) -> str:
     try:
-        arguments = json.loads(call.arguments) if call.arguments else {}
+        arguments = client_json(call.arguments) if call.arguments else {}
     except ValueError:
         arguments = call.arguments
     if isinstance(arguments, dict):
