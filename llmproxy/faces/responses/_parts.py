@@ -45,7 +45,8 @@ def content_text(item: dict[str, Any], key: str, here: str, notes: list[str], sk
             continue
         if not isinstance(part, dict):
             raise fail(_part_at(here, key, index), "must be a content part object")
-        text_key = TEXT_PARTS.get(part.get("type", "input_text"))
+        kind = part.get("type", "input_text")
+        text_key = TEXT_PARTS.get(kind) if isinstance(kind, str) else None  # a type of another kind: unknown
         if text_key is not None:
             text = part.get(text_key)
             if not isinstance(text, str):
@@ -55,7 +56,7 @@ def content_text(item: dict[str, Any], key: str, here: str, notes: list[str], sk
             texts.append(stand_in(what))
             notes.append(left_out_note(_part_at(here, key, index), what))
         else:
-            skipped.append(f"{_part_at(here, key, index)}: content part of type {part.get('type')!r} left out")
+            skipped.append(f"{_part_at(here, key, index)}: content part of type {kind!r} left out")
     return "\n".join(texts)
 
 
