@@ -34,6 +34,7 @@ from llmproxy.proxy import (Attempts, Draft, Plan, check_schemas, draft, finish,
 from llmproxy.route import Route
 from llmproxy.faces.chat.chunks import ChatChunks, Events, OpenAIEvents
 from llmproxy.faces.chat.envelope import envelope
+from llmproxy.faces.wire import model_json
 from llmproxy.server.models import Models
 from llmproxy.server.response_store import ResponseStore
 from llmproxy.faces.completions.chunks import TextChunks
@@ -91,7 +92,7 @@ class Generation(Protocol):
 def openai_error_body(exc: BaseException) -> tuple[int, bytes]:
     """``exc`` in OpenAI's error envelope, with its HTTP status."""
     status, body = envelope(exc)
-    return status, body.model_dump_json().encode()
+    return status, model_json(body)
 
 
 class OpenAIFace:
@@ -100,7 +101,7 @@ class OpenAIFace:
     error_body = staticmethod(openai_error_body)
 
     def body(self, result: BaseModel) -> bytes:
-        return result.model_dump_json().encode()
+        return model_json(result)
 
     def sent(self) -> None:
         pass

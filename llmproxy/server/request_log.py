@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from llmproxy.backends.base import GenerationParams
 from llmproxy.route import Route
 from llmproxy.faces.chat.envelope import envelope
+from llmproxy.faces.wire import model_json
 from llmproxy.server.inspector.steps import Steps
 
 logger = logging.getLogger("llmproxy.server")
@@ -86,7 +87,7 @@ class RequestLog:
             self.repairs = ",".join(info.repairs)
             self.repair_names = list(info.repairs)
         if self.steps is not None and isinstance(response, BaseModel):
-            self.steps.responded(response.model_dump_json(indent=2, exclude_none=True))
+            self.steps.responded(model_json(response, indent=2, exclude_none=True).decode())
 
     def sent(self, body: bytes) -> None:
         """The response body as sent (after ``answered``: a face's own translation of the response)."""

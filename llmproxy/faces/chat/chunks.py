@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from llmproxy.errors import OutputParseError
 from llmproxy.faces.chat.envelope import envelope
+from llmproxy.faces.wire import model_json
 from llmproxy.syntaxes import text_scanner
 from llmproxy.syntaxes.base import Scanner, Streamed
 from llmproxy.types import (
@@ -39,12 +40,12 @@ DONE = b"data: [DONE]\n\n"
 
 def sse(payload: BaseModel) -> bytes:
     """One server-sent event carrying ``payload`` as JSON (unset and None fields left out)."""
-    return b"data: " + payload.model_dump_json(exclude_none=True).encode() + b"\n\n"
+    return b"data: " + model_json(payload, exclude_none=True) + b"\n\n"
 
 
 def error_event(envelope: BaseModel) -> bytes:
     """The event that ends a stream which failed after it started (the OpenAI SDK raises on it)."""
-    return b"data: " + envelope.model_dump_json().encode() + b"\n\n"
+    return b"data: " + model_json(envelope) + b"\n\n"
 
 
 class Chunks(Protocol):

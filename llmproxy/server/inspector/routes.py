@@ -21,6 +21,7 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from llmproxy.common.json_bytes import json_bytes
 from llmproxy.errors import NotFoundError
 from llmproxy.grammar import grammar_names
 from llmproxy.prompts import wrapper_specs
@@ -67,7 +68,7 @@ def install(app: FastAPI, service: Any, recent: Recent) -> None:
         return Response(files[name], media_type=FILES[name], headers={"Cache-Control": "no-cache"})
 
     @app.get(access.PAGE + "/api/overview", include_in_schema=False)
-    async def overview(request: Request) -> dict[str, Any]:
+    async def overview(request: Request) -> Response:
         checked(request)
         routes = service.models.routes
         probes = {}
@@ -86,27 +87,27 @@ def install(app: FastAPI, service: Any, recent: Recent) -> None:
             members = pool.report(details=True)["members"] if pool is not None else None
             models.append(views.route_view(route, admission, service.fallbacks.get(name, ()), counts.get(name, {}),
                                            probes[name], members))
-        return {"models": models, "capture": recent.capture, "kept": len(recent.entries),
-                "max_kept": recent.max_entries, "kept_bytes": recent.bytes, "max_bytes": recent.max_bytes,
-                "choices": {"wrappers": [spec.name for spec in wrapper_specs()], "syntaxes": list(SYNTAX_NAMES),
-                            "grammars": ["auto", "none", *grammar_names()]}}
+        return _json({"models": models, "capture": recent.capture, "kept": len(recent.entries),
+                      "max_kept": recent.max_entries, "kept_bytes": recent.bytes, "max_bytes": recent.max_bytes,
+                      "choices": {"wrappers": [spec.name for spec in wrapper_specs()], "syntaxes": list(SYNTAX_NAMES),
+                                  "grammars": ["auto", "none", *grammar_names()]}})
 
     @app.get(access.PAGE + "/api/requests", include_in_schema=False)
-    async def requests(request: Request) -> list[dict[str, Any]]:
+    async def requests(request: Request) -> Response:
         checked(request)
-        return [views.summary(entry) for entry in recent.entries]
+        return _json([views.summary(entry) for entry in recent.entries])
 
     @app.get(access.PAGE + "/api/requests/{seq}", include_in_schema=False)
-    async def one(seq: int, request: Request) -> dict[str, Any]:
+    async def one(seq: int, request: Request) -> Response:
         checked(request)
-        return views.detail(_entry(recent, seq))
+        return _json(views.detail(_entry(recent, seq)))
 
     @app.post(access.PAGE + "/api/requests/{seq}/rerun", include_in_schema=False)
-    async def run_again(seq: int, request: Request) -> dict[str, Any]:
+    async def run_again(seq: int, request: Request) -> Response:
         checked(request)
         changes = read_changes(await service.intake.json_body(request))
         entry = await rerun(_entry(recent, seq), changes, service, service.lane, recent, request)
-        return views.detail(entry)
+        return _json(views.detail(entry))
 
     @app.get(access.PAGE + "/api/events", include_in_schema=False)
     async def events(request: Request) -> Response:
@@ -141,6 +142,11 @@ def install(app: FastAPI, service: Any, recent: Recent) -> None:
             recent.leave(queue)
 
         return EventStream(body(), leave)
+
+
+def _json(value: Any) -> Response:
+    """The page's data as JSON: by json_bytes, which writes the lone surrogate a client's text may hold."""
+    return Response(json_bytes(value), media_type="application/json")
 
 
 def _entry(recent: Recent, seq: int) -> Entry:
