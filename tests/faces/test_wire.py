@@ -8,7 +8,8 @@ import json
 import pytest
 
 from llmproxy.common.json_cache import cached_by_json
-from llmproxy.faces.wire import json_bytes, sse_event
+from llmproxy.faces.wire import json_bytes, model_json, sse_event
+from llmproxy.types import ErrorDetail, ErrorResponse
 
 
 def counting_cache(max_bytes: int = 1 << 20):
@@ -77,3 +78,12 @@ def test_text_orjson_refuses_is_cached_as_well():
 def test_events_are_named_after_their_type_and_carry_compact_json():
     assert sse_event({"type": "ping", "n": 1}) == b'event: ping\ndata: {"type":"ping","n":1}\n\n'
     assert json.loads(json_bytes({"t": "\ud800 é"})) == {"t": "\ud800 é"}
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_model_is_written_by_pydantic_and_escaped_where_utf8_cannot_hold_it(indent):
+    plain = ErrorResponse(error=ErrorDetail(message="no such model 'm'", type="invalid_request_error"))
+    assert model_json(plain, indent=indent) == plain.model_dump_json(indent=indent).encode()
+    half = ErrorResponse(error=ErrorDetail(message="no such model '\ud800'", type="invalid_request_error"))
+    written = model_json(half, exclude_none=True, indent=indent)  # pydantic refuses it: a 500 it was
+    assert b"\\ud800" in written and json.loads(written) == half.model_dump(exclude_none=True)
