@@ -67,6 +67,7 @@ _isolate_from_the_developer()
 _share_the_cores_among_workers()
 
 import llama_cpp  # noqa: E402  (these imports follow the isolation)
+from hypothesis import settings  # noqa: E402
 from model_guard.model_use import watch_llama  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
@@ -147,3 +148,9 @@ def conversation_dicts() -> list[dict]:
 @pytest.fixture(scope="session")
 def conversation(conversation_dicts) -> list[Message]:
     return TypeAdapter(list[Message]).validate_python(conversation_dicts)
+
+
+# Hypothesis draws the same examples on every run (derandomized, no example database): a failure in CI
+# is one anybody can replay. bench/bench_fuzz.py draws new ones, from the seed it prints.
+settings.register_profile("llmproxy", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.load_profile("llmproxy")

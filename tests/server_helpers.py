@@ -133,9 +133,10 @@ def route(backend: Backend, name: str = "fake", *, wrapper: str = "chatml", gram
 
 def call_answer(prompt: str, name: str, thoughts: str = THOUGHTS) -> str:
     """What a well-behaved model writes after ``prompt``'s assistant prefix: the call to ``name``
-    (or, when the prefix already names a function, that one's parameters)."""
+    (or, when the prefix already names a function, that one's parameters; none for a function it does
+    not know)."""
     forced = re.search(r'"function": "([\w.\-]+)",$', prompt)
-    params = json.dumps({"inner_thoughts": thoughts, **ARGUMENTS[forced.group(1) if forced else name]},
+    params = json.dumps({"inner_thoughts": thoughts, **ARGUMENTS.get(forced.group(1) if forced else name, {})},
                         indent=2, ensure_ascii=False).replace("\n", "\n  ")
     if forced:
         return f'\n  "params": {params}\n}}'
