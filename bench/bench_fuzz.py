@@ -134,26 +134,33 @@ def senders(target: Target) -> dict[str, tuple[Any, Sender]]:
     }
 
 
+def shares(cases: int) -> list[tuple[str, int]]:
+    """``cases`` shared among the kinds as SHARES says, the last taking what rounding left."""
+    counts = [(name, int(cases * share)) for name, share in SHARES.items()]
+    counts[-1] = (counts[-1][0], cases - sum(count for _, count in counts[:-1]))
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=10_000, help="requests in all, over every seed")
     parser.add_argument("--seeds", type=int, nargs="+", default=[random.randrange(1 << 32)], help="one run each")
     parser.add_argument("--findings", type=Path, help="append each finding's whole request to this file")
     options = parser.parse_args()
-    per_seed = options.cases // len(options.seeds)
-    print(f"{options.cases} cases over seeds {options.seeds}: {per_seed} a seed, shared "
+    print(f"{options.cases} cases over seeds {options.seeds}, each seed's shared "
           + ", ".join(f"{name} {share:.0%}" for name, share in SHARES.items()), flush=True)
 
     started = time.monotonic()
     with fuzzed_server() as target:
         total = Tally(target)
         kinds = senders(target)
-        for seed in options.seeds:
-            for name, share in SHARES.items():
+        for index, seed in enumerate(options.seeds):
+            for name, examples in shares(options.cases // len(options.seeds) + (index < options.cases % len(options.seeds))):
                 tally = Tally(target, options.findings)
                 began = time.monotonic()
                 strategy, send = kinds[name]
-                fuzz(strategy, send, round(per_seed * share), seed, tally)
+                target.capture()  # the rerun's placeholder names a request still kept
+                fuzz(strategy, send, examples, seed, tally)
                 print(f"seed {seed:<10} {name:<15} {tally.cases:6d} cases in {time.monotonic() - began:6.1f} s   "
                       f"5xx: {tally.fives}   findings: {tally.found}   slowest {tally.slowest[0]:.2f} s", flush=True)
                 for finding in tally.findings:

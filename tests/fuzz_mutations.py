@@ -36,6 +36,7 @@ WORDS = st.sampled_from([
     "apply_patch", "mcp__files__", "call_1", "toolu_1", "resp_0", "hermes", "chatml", "auto", "gbnf",
     "a" * 300, "\ud800", "<|im_start|>system", "[TOOL_CALLS]", "</tool_call>", "{{ 7*7 }}", "{% raw %}",
 ])
+REPEATED_BYTES = 1 << 20  # a list repeated grows to this at most (huge, but not a run's whole memory)
 # Nesting depths around the server's limit (200 levels, the body's own included) and far past it.
 DEPTHS = st.sampled_from([3, 60, 150, 197, 198, 199, 200, 201, 256, 999, 1000, 5000])
 
@@ -91,7 +92,10 @@ def alike(draw: Any, part: Any) -> Any:
     if isinstance(part, dict):
         return {**part, draw(WORDS | text): draw(hostile())}
     if isinstance(part, list):
-        return [*part, draw(hostile())] if draw(st.booleans()) or not part else part * draw(st.sampled_from([3, 300]))
+        times = draw(st.sampled_from([1, 3, 300]))
+        if times == 1 or not part or len(encode(part)) * times > REPEATED_BYTES:
+            return [*part, draw(hostile())]
+        return part * times
     return draw(hostile())  # Raw text of an earlier break
 
 

@@ -52,18 +52,19 @@ class Target:
         self.root = server.base_url.removesuffix("/v1")
         stored = client.post(server.base_url + "/responses", json={"model": "fake", "input": "Hi", "store": True})
         self.previous = stored.json()["id"]
-        self.seq = self._capture()
-        self.sent = 0
+        self.seq = self.sent = 0
+        self.capture()
         self.errors = _Kept(logging.ERROR)
 
-    def _capture(self) -> int:
+    def capture(self) -> None:
+        """A request captured afresh, for the placeholder to name (after requests sent by other means)."""
         self.client.post(self.server.base_url + "/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}]})
-        return self.client.get(self.root + "/inspect/api/requests").json()[-1]["seq"]
+        self.seq = self.client.get(self.root + "/inspect/api/requests").json()[-1]["seq"]
 
     def send(self, endpoint: Endpoint, body: Any) -> Answer:
         self.sent += 1
         if self.sent % self.RECAPTURE == 0:
-            self.seq = self._capture()
+            self.capture()
         path = with_run(endpoint.path, self.previous, self.seq)
         payload = with_run(encode(body).decode(), self.previous, self.seq).encode()
         started = time.perf_counter()
