@@ -416,7 +416,6 @@ def answer_with_retries(
 
 def chat_completion(request: ChatRequest, route: Route, *, first_message: bool = False) -> ChatCompletion:
     """Run one request through ``route``; an answer that cannot be used gets ``route.retries`` more tries."""
-    _check_nesting(request)
 
     def generate(asked: ChatRequest, attempt: int) -> tuple[Plan, Completion]:
         prepared = plan(asked, route, first_message=first_message, schemas_checked=attempt > 1)
@@ -511,11 +510,12 @@ def _check_library_input(messages: Any, request_fields: dict[str, Any]) -> None:
         raise InvalidRequestError(f"invalid request: unknown argument {', '.join(hints)}", param=unknown[0])
 
 
-def _check_nesting(request: ChatRequest) -> None:
+def _check_nesting(fields: dict[str, Any]) -> None:
     """A library caller's values were never read from JSON text, which bounds how deep they nest (the
-    server's intake reads its own): they are bounded here, by field, before a walker recurses into them."""
-    for name in ChatRequest.model_fields:
-        if nested_deeper(getattr(request, name), MAX_NESTING - 1):  # the request's own level is one of them
+    server's intake reads its own): they are bounded here, by field, before anything walks them (reading
+    the request itself writes its tools as JSON)."""
+    for name, value in fields.items():
+        if nested_deeper(value, MAX_NESTING - 1):  # the request's own level is one of them
             raise InvalidRequestError(f"invalid request: {name}: arrays and objects nested too deep (more than "
                                       f"{MAX_NESTING} levels); flatten the value", param=name)
 
@@ -563,6 +563,7 @@ def get_chat_completion(
     for key, value in (("functions", functions), ("function_call", function_call), ("tools", tools), ("tool_choice", tool_choice)):
         if value is not None:
             fields[key] = value
+    _check_nesting(fields)
     request = parse_request(fields)
     route = build_route(
         endpoint_type=endpoint_type,

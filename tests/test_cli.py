@@ -147,6 +147,8 @@ def test_render_reads_stdin():
 @pytest.mark.parametrize("args,input,expected", [
     (["render", "-"], "{not json", "<stdin> is not valid JSON"),
     (["render", "-"], '{"messages": []}', "invalid request: messages"),
+    (["render", "-"], '{"messages": ' + "[" * 5_000 + "]" * 5_000 + "}",  # was a RecursionError's traceback
+     "<stdin> holds arrays and objects nested deeper than 200 levels; flatten them"),
     (["render", "-m", "hi", "--grammar", "nope"], None, "unknown grammar 'nope'"),
     (["render", "-m", "hi", "--backend", "openai"], None, "unknown backend 'openai'"),
 ])

@@ -3,12 +3,12 @@ built-in example functions."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
 
 from llmproxy.commands.examples import example_request
+from llmproxy.common.nesting import TooDeep, client_json
 from llmproxy.errors import InvalidRequestError
 from llmproxy.proxy import parse_request
 from llmproxy.types import ChatRequest
@@ -29,7 +29,9 @@ def read_request(file: typer.FileText | None, message: str | None) -> ChatReques
     if message is not None:
         return parse_request(example_request(message))
     try:
-        fields = json.loads(file.read())
+        fields = client_json(file.read())
+    except TooDeep as exc:
+        raise InvalidRequestError(f"{file.name} holds {exc}; flatten them") from None
     except ValueError as exc:
         raise InvalidRequestError(f"{file.name} is not valid JSON: {exc}") from None
     if not isinstance(fields, dict):
