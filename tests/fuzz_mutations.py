@@ -14,6 +14,7 @@ Values nested deeper than ``json.dumps`` can write travel as ``Raw`` JSON text, 
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def alike(draw: Any, part: Any) -> Any:
         times = draw(st.sampled_from([1, 3, 300]))
         if times == 1 or not part or len(encode(part)) * times > REPEATED_BYTES:
             return [*part, draw(hostile())]
-        return part * times
+        return [copy.deepcopy(item) for _ in range(times) for item in part]  # copies: a later break hits one
     return draw(hostile())  # Raw text of an earlier break
 
 
