@@ -10,9 +10,11 @@ import pytest
 from grammar_walk import accepts
 from scripted_backend import ScriptedBackend
 
-from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, chooses_call
+from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, chooses_call, relevance_bias
+from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends.base import Capabilities, Completion
-from llmproxy.decide import CALL_BIAS, MAX_RANKED_FUNCTIONS, request_decide, route_decide
+from llmproxy.decide import (CALL_BIAS, MAX_RANKED_FUNCTIONS, RELEVANCE_FLOOR, RELEVANCE_WEIGHT, request_decide,
+                             route_decide)
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import chat_completion, parse_request, plan
@@ -173,17 +175,29 @@ def test_parallel_calls_still_come_as_several():
 # --- which function a chosen call is to -------------------------------------------------------
 
 
-def test_each_offered_function_comes_with_a_grammar_of_calls_to_it_alone_and_the_request_text():
+def test_each_offered_function_comes_with_a_grammar_of_answers_that_call_it_first_and_the_request_text():
     choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
     assert choice.request == "Weather in Paris?"
     assert [f.name for f in choice.functions] == ["get_weather", "get_time"]
     weather, time = choice.functions
     weather_call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     time_call = '{"name": "get_time", "arguments": {"zone": "CET"}}'
-    assert accepts(weather.calls, weather_call) and not accepts(weather.calls, time_call)
-    assert accepts(time.calls, time_call) and not accepts(time.calls, weather_call)
-    assert accepts(weather.calls, f"[{weather_call}, {weather_call}]")  # parallel calls, to that function
+    # Calls may be several (parallel_tool_calls is not false): a list, whose first call is to the function,
+    # and whose later ones (the model decides whether any follow) to any offered function.
+    assert accepts(weather.calls, f"[{weather_call}]") and not accepts(weather.calls, f"[{time_call}]")
+    assert accepts(time.calls, f"[{time_call}, {weather_call}]") and not accepts(time.calls, f"[{weather_call}]")
+    assert accepts(weather.calls, f"[{weather_call}, {weather_call}, {time_call}]")
+    assert not accepts(weather.calls, weather_call)  # the list form: the model decides after each call
     assert not accepts(weather.calls, "It is sunny.")
+    assert weather.opening == '[{"name": "get_weather", "arguments": {'
+
+
+def test_without_parallel_calls_an_answer_calls_the_function_once():
+    request = _request(parallel_tool_calls=False)
+    weather = plan(request, _route(ChoosingBackend())).params.choice_grammar.functions[0]
+    call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    assert accepts(weather.calls, call) and not accepts(weather.calls, f"[{call}]")
+    assert weather.opening == '{"name": "get_weather", "arguments": {'
 
 
 def test_the_request_text_is_the_last_user_message_in_whatever_parts():
@@ -203,20 +217,20 @@ def test_more_functions_than_can_be_ranked_leave_the_name_to_the_model():
 def test_one_function_is_known_before_its_call_is_written_with_or_without_request_text(messages):
     planned = plan(parse_request({"messages": messages, "tools": [WEATHER]}), _route(ChoosingBackend()))
     (weather,) = planned.params.choice_grammar.functions
-    assert weather.name == "get_weather" and weather.opening == '{"name": "get_weather", "arguments": {'
+    assert weather.name == "get_weather" and weather.opening == '[{"name": "get_weather", "arguments": {'
     assert weather.parameters == WEATHER["function"]["parameters"]  # whose keys a call's draft proposes
 
 
 @pytest.mark.parametrize(("wrapper", "opening"), [
-    ("chatml-json", '{"name": "get_weather", "arguments": {'),
-    ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {'),
+    ("chatml-json", '[{"name": "get_weather", "arguments": {'),  # its list of calls
+    ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {'),  # a call block, or several back to back
 ])
 def test_each_function_opens_its_call_as_the_syntax_writes_calls_and_its_grammar_admits_that(wrapper, opening):
     choice = plan(_request(), _route(ChoosingBackend(), wrapper=wrapper)).params.choice_grammar
     weather, time = choice.functions
     assert weather.opening == opening
     assert time.opening == opening.replace("get_weather", "get_time")
-    rest = '"city": "Paris"}}' + ("\n</tool_call>" if wrapper == "hermes" else "")
+    rest = '"city": "Paris"}}' + ("\n</tool_call>" if wrapper == "hermes" else "]")
     assert accepts(weather.calls, weather.opening + rest)
 
 
@@ -231,24 +245,36 @@ class _Sampler:
     def close(self): pass
 
 
-@pytest.mark.parametrize(("logits", "grammar"), [([9.0, 0.0], "get_time"), ([0.0, 9.0], "answer")])
-def test_a_chosen_call_is_constrained_to_the_ranked_function_and_an_answer_is_not_ranked(monkeypatch, logits,
-                                                                                             grammar):
+@pytest.mark.parametrize(("logits", "relevance", "grammar"), [
+    ([9.0, 0.0], 0.0, "get_time"),  # the first step leans to a call: called, to the best function
+    ([0.0, 9.0], 0.0, "answer"),  # it leans to text, and no function explains the request
+    ([0.0, 9.0], 40.0, "get_time"),  # it leans to text, and the best function explains the request well
+])
+def test_a_call_is_chosen_by_its_first_step_or_the_requests_relevance_and_is_to_the_best_function(
+        monkeypatch, logits, relevance, grammar):
     choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
     monkeypatch.setattr("llama_cpp.llama_get_logits_ith", lambda ctx, idx: np.array(logits, dtype=np.single))
     monkeypatch.setattr(np.ctypeslib, "as_array", lambda raw, shape: raw)
-    ranked = []
+    judged = []
     sampler = ChoosingSampler(choice, np.array([True, False]), None, _Sampler,
-                              lambda asked: ranked.append(asked.request) or 1)
+                              lambda asked: judged.append(asked.request) or Judgement(best=1, relevance=relevance))
     sampler.sample(type("Ctx", (), {"ctx": None})())
     expected = {"get_time": choice.functions[1].calls, "answer": choice.answer}[grammar]
     assert sampler._sampler.text == expected
-    assert ranked == (["Weather in Paris?"] if grammar != "answer" else [])
+    assert judged == ["Weather in Paris?"]  # once, for the relevance and the ranking alike
+
+
+def test_the_relevance_bias_grows_past_its_floor_and_is_never_below_the_call_bias():
+    choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
+    assert (choice.call_bias, choice.relevance_weight, choice.relevance_floor) == (
+        CALL_BIAS, RELEVANCE_WEIGHT, RELEVANCE_FLOOR)
+    assert relevance_bias(choice, 0.0) == relevance_bias(choice, RELEVANCE_FLOOR) == CALL_BIAS
+    assert relevance_bias(choice, RELEVANCE_FLOOR + 20) == max(CALL_BIAS, RELEVANCE_WEIGHT * 20)
 
 
 def test_the_one_function_offered_needs_no_ranking():
     choice = plan(parse_request({"messages": ASK, "tools": [WEATHER]}), _route(ChoosingBackend())).params.choice_grammar
-    sampler = ChoosingSampler(choice, np.array([True, False]), None, _Sampler, lambda asked: pytest.fail("ranked"))
+    sampler = ChoosingSampler(choice, np.array([True, False]), None, _Sampler, lambda asked: pytest.fail("judged"))
     sampler.called = True
     assert sampler._chosen_grammar() == choice.functions[0].calls and sampler.function == choice.functions[0]
 

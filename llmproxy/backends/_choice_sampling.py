@@ -4,8 +4,10 @@
 answer that calls, one for an answer in text. Before the first token is drawn, the model's raw
 logits say how likely it is to start a call - every token that begins one of the call's trigger words,
 together - and how likely its favourite other start is. The call wins when the first, raised by the
-choice's ``call_bias``, is the greater; from then on the answer is sampled under the chosen grammar,
-as any grammar is. Where several functions are offered, a call is to the one the model ranks first
+choice's bias, is the greater; from then on the answer is sampled under the chosen grammar, as any
+grammar is. A small model leans to text even where a request plainly asks for a call, so where its first
+step leans that way, the bias grows with how well the best offered function explains the request (its
+relevance, llmproxy.backends._function_ranking). Where several functions are offered, a call is to the one the model ranks first
 for the request (llmproxy.backends._function_ranking). The choice reads the raw logits, so it does not
 depend on the seed or the temperature: the same conversation is decided the same way every time.
 
@@ -20,6 +22,8 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from llmproxy.backends._function_ranking import Judgement
+from llmproxy.backends._list_continuation import ListContinuation
 from llmproxy.syntaxes.base import ChoosableFunction, GrammarChoice
 
 
@@ -50,29 +54,61 @@ def chooses_call(logits: np.ndarray, starts: np.ndarray, call_bias: float) -> bo
     return call_margin(logits, starts) + call_bias > 0
 
 
+def relevance_bias(choice: GrammarChoice, relevance: float) -> float:
+    """The bias a call gets where the best function's relevance to the request is ``relevance``: the
+    choice's own, or more for a request that function explains well."""
+    return max(choice.call_bias, choice.relevance_weight * (relevance - choice.relevance_floor))
+
+
 class ChoosingSampler:
     """Stands in for llama-cpp-python's ``LlamaSampler``: at the first ``sample`` it chooses the choice's
     calls or answer grammar from the raw logits, and samples under it from then on (``make`` builds the
     sampler of a grammar's text, which takes over ``chain``, the ordinary samplers)."""
 
     def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str], Any],
-                 rank: Callable[[GrammarChoice], int]) -> None:
+                 judge: Callable[[GrammarChoice], Judgement],
+                 listing: Callable[[GrammarChoice], ListContinuation] | None = None) -> None:
         self._choice = choice
         self._starts = starts
         self._chain = chain
         self._make = make
-        self._rank = rank  # which of the choice's functions a call is to (llmproxy.backends._function_ranking)
+        self._judge = judge  # the request's best function and its relevance (llmproxy.backends._function_ranking)
+        self._judged: Judgement | None = None
+        self._listing = listing  # follows a list of calls (llmproxy.backends._list_continuation)
         self._sampler: Any = None  # the chosen grammar's, from the first step on
+        self.list: ListContinuation | None = None  # where the chosen call opens a list of calls
         self.called: bool | None = None  # what was chosen, once it has been
         self.function: ChoosableFunction | None = None  # what a chosen call is to, where that is known
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, idx), shape=(len(self._starts),))
         if self._sampler is None:
-            raw = llama_cpp.llama_get_logits_ith(ctx.ctx, idx)
-            logits = np.ctypeslib.as_array(raw, shape=(len(self._starts),))
-            self.called = chooses_call(logits, self._starts, self._choice.call_bias)
+            self.called = self._calls(logits)
             self._sampler = self._make(self._chosen_grammar())
-        return self._sampler.sample(ctx, idx)
+            if self.function is not None and self.function.opening.startswith("[") and self._listing is not None:
+                self.list = self._listing(self._choice)
+        if self.list is None:
+            return self._sampler.sample(ctx, idx)
+        self.list.adjust(logits)  # in place: the grammar's sampler reads the same logits
+        token = self._sampler.sample(ctx, idx)
+        self.list.accept(token)
+        return token
+
+    def _calls(self, logits: np.ndarray) -> bool:
+        """Whether the answer calls: by its first step alone where that leans to a call; else with the bias
+        the request's relevance to the best function earns, where the functions can be judged."""
+        choice = self._choice
+        margin = call_margin(logits, self._starts)
+        if margin + choice.call_bias > 0:
+            return True
+        if not (choice.relevance_weight and choice.request and choice.functions):
+            return False
+        return margin + relevance_bias(choice, self._judgement().relevance) > 0
+
+    def _judgement(self) -> Judgement:
+        if self._judged is None:
+            self._judged = self._judge(self._choice)
+        return self._judged
 
     def _chosen_grammar(self) -> str:
         choice = self._choice
@@ -80,7 +116,7 @@ class ChoosingSampler:
             return choice.answer
         if not choice.functions:
             return choice.calls  # the model names the function
-        self.function = choice.functions[self._rank(choice) if len(choice.functions) > 1 else 0]
+        self.function = choice.functions[self._judgement().best if len(choice.functions) > 1 else 0]
         return self.function.calls
 
     def close(self) -> None:

@@ -7,6 +7,9 @@ Asked the other way round - how likely the request is, read after a line that na
 what it does ("noisy channel" scoring) - it ranks the right function first in 16 of 17 requests (the
 decision eval's and bench/decide_calibration.jsonl's). So each function's line is read with the
 request after it, and the call is constrained to the function under which the request is likeliest.
+The same reading tells how much the best function explains the request: how much likelier the request
+is after its line than after a line that names no function (``Judgement.relevance``), which ``choose``
+weighs where the model's first step leans to answering in text.
 
 The scoring runs in a second, small llama.cpp context on the same loaded model, so the generation's
 context and the prompt cached in it are left as they were. The same tools come with every turn of a
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import llama_cpp
 import numpy as np
@@ -36,6 +40,21 @@ CONTEXT_TOKENS = 128  # a heading (about 60 tokens at most) and the request
 HELD_BYTES = 16 * MIB
 
 
+# A heading that names no function in particular: how likely the request is without one, against which a
+# function's heading shows how much it explains the request (its relevance).
+NEUTRAL = ("anything", "")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the ranker makes of a request and the offered functions: the index of the function under
+    whose heading the request is likeliest, and how much likelier it is there than under ``NEUTRAL`` (in
+    nats: a request a function was made for reads far likelier after that function's heading)."""
+
+    best: int
+    relevance: float
+
+
 class FunctionRanker:
     """Ranks functions by the log-likelihood of the request after each one's heading."""
 
@@ -49,9 +68,11 @@ class FunctionRanker:
         self._batch = LlamaBatch(n_tokens=CONTEXT_TOKENS, embd=0, n_seq_max=1, verbose=False)
         self._held = bounded_cache(held_bytes)(self._read_heading)  # heading tokens -> its KV cache, logits
 
-    def best(self, request: str, functions: Sequence[tuple[str, str]]) -> int:
-        """The index of the (name, description) under which ``request`` is likeliest."""
-        return int(np.argmax(self.scores(request, functions)))
+    def judge(self, request: str, functions: Sequence[tuple[str, str]]) -> Judgement:
+        """The (name, description) under which ``request`` is likeliest, and by how much against ``NEUTRAL``."""
+        scores = self.scores(request, [*functions, NEUTRAL])
+        best = int(np.argmax(scores[:-1]))
+        return Judgement(best, scores[best] - scores[-1])
 
     def scores(self, request: str, functions: Sequence[tuple[str, str]]) -> list[float]:
         """The log-likelihood of ``request`` (its first ``REQUEST_TOKENS``) after each function's heading."""

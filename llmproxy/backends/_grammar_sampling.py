@@ -29,7 +29,8 @@ from llama_cpp import Llama, LlamaGrammar
 
 from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
-from llmproxy.backends._function_ranking import FunctionRanker
+from llmproxy.backends._function_ranking import FunctionRanker, Judgement
+from llmproxy.backends._list_continuation import ListContinuation, ListTokens
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -48,6 +49,7 @@ class GrammarCheckedLlama(Llama):
         self._pieces: list[str] | None = None  # each token's text, read when a choice first needs it
         self._starts: dict[tuple[str, ...], np.ndarray] = {}
         self._ranker: FunctionRanker | None = None
+        self._list_tokens: ListTokens | None = None  # what each token does to a list of calls, read on first use
         self._call_style = CallStyle()  # how this model spaces its calls, for the drafts of the next
 
     def ending_text(self) -> bytes | None:
@@ -89,18 +91,26 @@ class GrammarCheckedLlama(Llama):
         if isinstance(grammar, GrammarChoice):  # passed through create_completion's grammar argument
             sampler = ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
                                       lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()),
-                                      self._rank_functions)
+                                      self._judge_functions, self._list_continuation)
             self.draft_model = CallDraft(
                 lambda: sampler.function, self.detokenize,
                 lambda text: self.tokenize(text.encode("utf-8"), add_bos=False, special=False), self._call_style)
             return sampler
         return _DrawFirstSampler(chain, self._model.vocab, grammar._grammar, self.n_vocab())
 
-    def _rank_functions(self, choice: GrammarChoice) -> int:
-        """The index of the choice's function that its request is for, by a ranker loaded on first use."""
+    def _list_continuation(self, choice: GrammarChoice) -> ListContinuation:
+        """What follows a chosen answer's list of calls, with this model's tokens (read once)."""
+        if self._list_tokens is None:
+            self._list_tokens = ListTokens.of(self._pieces)
+        return ListContinuation(self._list_tokens, self._pieces, choice.request, choice.continue_bias,
+                                choice.coverage_weight)
+
+    def _judge_functions(self, choice: GrammarChoice) -> Judgement:
+        """The choice's function that its request is for, and how relevant it is, by a ranker loaded on first
+        use."""
         if self._ranker is None:
             self._ranker = FunctionRanker(self._model, self.n_threads)
-        return self._ranker.best(choice.request, [(f.name, f.description) for f in choice.functions])
+        return self._ranker.judge(choice.request, [(f.name, f.description) for f in choice.functions])
 
     def close(self) -> None:
         ranker = getattr(self, "_ranker", None)  # not there when loading the model failed

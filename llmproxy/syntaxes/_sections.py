@@ -86,10 +86,18 @@ class SectionSyntax(CallSyntax):
     def render_turn(self, content: str, calls: Sequence[FunctionCall]) -> TurnText:
         return TurnText(content, (self.render_calls(calls),) if calls else ())
 
+    #: True where ``list_rule`` gives the syntax's list of several calls.
+    lists_calls = False
+
+    def list_rule(self, rules: RuleSet, first: str, rest: str) -> str | None:
+        """A call section of several calls, the first by rule ``first`` and any more by ``rest``, in the
+        form the syntax lists calls in; None where it has no such form."""
+        return None
+
     def grammar(self, shape: AnswerShape) -> Grammar:
         definitions = definitions_key(shape)
         form = "calls" if shape.call == "required" else "answer" if shape.decide == "answer" else "either"
-        text, lazy = _grammar(self, definitions, form, shape.parallel, shape.reasoning)
+        text, lazy = _grammar(self, definitions, form, shape.parallel, shape.reasoning, shape.first)
         choice = None
         if shape.decide == "choose":
             calls = _grammar(self, definitions, "calls", shape.parallel, shape.reasoning)[0]
@@ -123,14 +131,18 @@ class SectionSyntax(CallSyntax):
 
 @bounded_cache(32 * MIB)
 def _grammar(syntax: SectionSyntax, definitions: str, form: str, parallel: bool,
-             reasoning: Reasoning | None) -> tuple[str, str | None]:
+             reasoning: Reasoning | None, first: str | None = None) -> tuple[str, str | None]:
     """(whole-answer grammar, lazy grammar from a trigger on or None), cached per syntax and functions.
-    ``form``: "calls" (a call is required), "either" (text, then calls or not) or "answer" (text only)."""
+    ``form``: "calls" (a call is required), "either" (text, then calls or not) or "answer" (text only);
+    ``first``: the function the first call is to (``AnswerShape.first``)."""
     functions = load_definitions(definitions)
     rules = RuleSet()
     lazy = None
     if form == "answer":  # chosen to be text: it cannot start the way a call does, whatever the spacing
         body = text_without_opening(rules, syntax.triggers([f.name for f in functions]), "content")
+    elif first is not None:
+        section = _first_call_section(syntax, rules, functions, first, parallel)
+        body = section
     else:
         section = syntax.section_rule(rules, functions, parallel)
         body = section
@@ -142,6 +154,20 @@ def _grammar(syntax: SectionSyntax, definitions: str, form: str, parallel: bool,
         block = f"{thought} {gbnf_literal(reasoning.close)} ws"
         body = f"{block} {body}" if reasoning.opened else f"( {gbnf_literal(reasoning.open)} {block} )? {body}"
     return checked_size(rules.render(body)), lazy
+
+
+def _first_call_section(syntax: SectionSyntax, rules: RuleSet, functions: Sequence[FunctionDefinition], first: str,
+                        parallel: bool) -> str:
+    """A call section whose first call is to ``first``: where calls may be several and the syntax lists
+    them, in its list form (so the model decides after each call whether another follows, to any of
+    ``functions``); else its calls are all to ``first``."""
+    chosen = [function for function in functions if function.name == first]
+    if parallel:
+        listed = syntax.list_rule(rules, syntax.section_rule(rules, chosen, False),
+                                  syntax.section_rule(rules, functions, False))
+        if listed is not None:
+            return listed
+    return syntax.section_rule(rules, chosen, parallel)
 
 
 # --- reasoning -------------------------------------------------------------------------------

@@ -88,13 +88,21 @@ class GrammarChoice:
 
     ``calls`` constrains an answer that calls, ``answer`` one that answers in text. The answer calls when
     the probability of the likeliest way to start a call (a token that begins one of ``triggers``),
-    raised by ``call_bias`` (in nats), beats that of the likeliest other first token.
+    raised by a bias (in nats), beats that of the likeliest other first token. The bias is ``call_bias``,
+    or, where that is more, ``relevance_weight`` times how far the best function's relevance to the
+    request (llmproxy.backends._function_ranking) is above ``relevance_floor``.
     """
 
     calls: str
     answer: str
     triggers: tuple[str, ...]
     call_bias: float = 0.0
+    relevance_weight: float = 0.0
+    relevance_floor: float = 0.0
+    # After each call of an answer that lists its calls (llmproxy.backends._list_continuation): the bias of
+    # going on, and the weight of whether the request's numbers are all in the calls written.
+    continue_bias: float = 0.0
+    coverage_weight: float = 0.0
     # Where the function a call is to can be known before the call is written: each offered function's own
     # calls grammar, and, where there are several, the request they are ranked by once a call is chosen
     # (llmproxy.backends._function_ranking); the call is then to the best.
@@ -134,6 +142,9 @@ class AnswerShape:
     forced: str | None = None
     reasoning: Reasoning | None = None
     decide: Decide = "free"  # how an optional call is decided (set for syntaxes that can_choose)
+    # A call chosen to be to this function (llmproxy.decide): the answer's first call is to it, and where
+    # the syntax lists calls, later ones may follow, to any allowed function.
+    first: str | None = None
 
     @property
     def definitions(self) -> tuple[FunctionDefinition, ...]:

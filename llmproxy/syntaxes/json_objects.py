@@ -32,6 +32,7 @@ _SECTION_START = re.compile(r'\[?\s*\{\s*"name"\s*:')
 class JSONObjectSyntax(SectionSyntax):
     name = "json"
     parallel_calls = True
+    lists_calls = True  # [call, call, ...]
     instructions = "json_instructions"
 
     def __init__(self, *, arguments_key: str = "arguments") -> None:
@@ -54,6 +55,11 @@ class JSONObjectSyntax(SectionSyntax):
         if not parallel:
             return call
         return rules.rule("calls", f'{call} | "[" {call} ( ws "," ws {call} )* ws "]"')
+
+    def list_rule(self, rules: RuleSet, first: str, rest: str) -> str | None:
+        if not (self.lists_calls and self.parallel_calls):
+            return None
+        return rules.rule("calls", f'"[" {first} ( ws "," ws {rest} )* ws "]"')
 
     def call_head(self) -> re.Pattern[str]:
         return call_object_head(self.arguments_key)

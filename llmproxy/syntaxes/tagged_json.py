@@ -40,6 +40,7 @@ def _values(text: str, expect: str, raw: str) -> tuple[list[Any], tuple[str, ...
 class HermesSyntax(SectionSyntax):
     name = "hermes"
     instructions = "hermes_instructions"
+    lists_calls = True  # call blocks back to back
 
     def __init__(self, *, open: str = "<tool_call>", close: str = "</tool_call>") -> None:
         self.open, self.close = open, close
@@ -56,6 +57,9 @@ class HermesSyntax(SectionSyntax):
         call = call_object_rule(rules, definitions, "arguments")
         block = rules.rule("call-block", f'{gbnf_literal(self.open)} ws {call} ws {gbnf_literal(self.close)}')
         return rules.rule("calls", f"{block} ( ws {block} )*" if parallel else block)
+
+    def list_rule(self, rules: RuleSet, first: str, rest: str) -> str | None:
+        return rules.rule("calls", f"{first} ( ws {rest} )*")
 
     def call_head(self) -> re.Pattern[str]:
         return call_object_head("arguments")
