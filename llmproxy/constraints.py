@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from llmproxy.backends import backends_with
 from llmproxy.backends.base import Backend
-from llmproxy.decide import CALL_BIAS, CONTINUE_BIAS, COVERAGE_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT
+from llmproxy.decide import CALL_BIAS, CONTINUE_BIAS, GROUNDING_BIAS, RELEVANCE_FLOOR, RELEVANCE_WEIGHT
 from llmproxy.errors import GrammarError, InvalidRequestError, UnsupportedRequestError
 from llmproxy.grammar import grammar_names, load_grammar, schema_grammar, validate_grammar
 from llmproxy.types import ResponseFormat
@@ -98,8 +98,7 @@ def answer_constraint(kind: CallConstraint | None, route: Route, shape: AnswerSh
             validate_grammar(grammar.choice.calls)
             validate_grammar(grammar.choice.answer)
             choice = replace(grammar.choice, call_bias=CALL_BIAS, relevance_weight=RELEVANCE_WEIGHT,
-                             relevance_floor=RELEVANCE_FLOOR, continue_bias=CONTINUE_BIAS,
-                             coverage_weight=COVERAGE_WEIGHT)
+                             relevance_floor=RELEVANCE_FLOOR, continue_bias=CONTINUE_BIAS, grounding_bias=GROUNDING_BIAS)
             return replace(_checked(grammar.text, grammar.label), choice=choice)
         if grammar.lazy is not None and route.backend.capabilities.lazy_grammar:
             validate_grammar(grammar.lazy.text)

@@ -51,13 +51,15 @@ CALL_BIAS = 3.0
 # ask for one (66 by the first step alone), text kept in all 30 that do not.
 RELEVANCE_WEIGHT = 0.5
 RELEVANCE_FLOOR = 12.0
-# After each call of a chosen answer that lists its calls, another follows where the model's own margin for
-# going on, plus CONTINUE_BIAS, plus COVERAGE_WEIGHT where numbers of the request are in no call yet (minus
-# it where all are), is above zero (llmproxy.backends._list_continuation). Calibrated on 50 requests of BFCL's
-# non-live categories, after the model's own first call: the right number of calls begun in 41 (33 by the
-# model's own margin alone).
-CONTINUE_BIAS = -1.0
-COVERAGE_WEIGHT = 3.0
+# After each call of a chosen answer that more calls may follow, another follows while numbers the request
+# writes are in no call yet (llmproxy.backends._list_continuation); where it writes none, where the model's
+# own margin for going on (over ending the answer) plus CONTINUE_BIAS is above zero. Calibrated on 57
+# requests of BFCL's non-live categories, after the model's own first call: the right choice in 43 (the
+# model's own margin alone, which ends after one call almost every time: 36).
+CONTINUE_BIAS = 5.0
+# A value of a chosen call begun as the request writes one goes on as it does, by this many nats
+# (llmproxy.backends._value_grounding).
+GROUNDING_BIAS = 4.0
 # Up to this many offered functions are ranked once a call is chosen (each costs the model a read of the
 # request, llmproxy.backends._function_ranking); past it the model names the function in the call.
 MAX_RANKED_FUNCTIONS = 16
@@ -120,19 +122,20 @@ def ranked_choice(choice: GrammarChoice, shape: AnswerShape, request: ChatReques
     asked = _request_text(request)
     if len(functions) > MAX_RANKED_FUNCTIONS or (len(functions) > 1 and not asked):
         return choice
-    several = shape.parallel and getattr(shape.syntax, "lists_calls", False)
     known = tuple(
         ChoosableFunction(f.name, f.description or "",
                           shape.syntax.grammar(replace(shape, call="required", first=f.name, decide="free")).text,
-                          _opening(shape.syntax, f.name, several), f.parameters)
+                          _opening(shape.syntax, f.name), f.parameters)
         for f in functions)
-    return replace(choice, functions=known, request=asked)
+    several = shape.parallel and getattr(shape.syntax, "lists_calls", False)
+    separator = (getattr(shape.syntax, "call_separator", None) or "") if several else ""
+    return replace(choice, functions=known, request=asked, separator=separator)
 
 
-def _opening(syntax: CallSyntax, name: str, several: bool) -> str:
-    """What every answer whose first call is to ``name`` opens with as ``syntax`` writes it (``several``: in
-    its list of calls): where two such answers, with other arguments, part."""
-    empty, other = (syntax.render_turn("", [FunctionCall(name=name, arguments=arguments)] * (1 + several)).calls[0]
+def _opening(syntax: CallSyntax, name: str) -> str:
+    """What every call to ``name`` opens with as ``syntax`` writes calls: where two of them, with other
+    arguments, part."""
+    empty, other = (syntax.render_turn("", [FunctionCall(name=name, arguments=arguments)]).calls[0]
                     for arguments in ("{}", '{"a": 1}'))
     return os.path.commonprefix([empty, other])
 

@@ -270,6 +270,11 @@ def _read_calls(plan: Plan, thought: str | None, text: str, completion: Completi
         if completion.finish_reason == "length":
             calls, repairs = _without_a_broken_last_call(calls, repairs, shape, raw)
         checked = tuple(check_call(call, shape.functions, shape.allowed, raw) for call in calls)
+        unique: dict[tuple[str, str], Call] = {}
+        for call in checked:
+            unique.setdefault((call.name, json.dumps(call.arguments, sort_keys=True)), call)
+        if len(unique) < len(checked):  # a call made again, word for word, in one answer: it would run twice
+            checked, repairs = tuple(unique.values()), repairs + ("drop_repeated_call",)
         if plan.route.function_correction:
             checked = tuple(apply_heartbeat_rule(call, plan.request.messages, shape.functions) for call in checked)
         return Answer(answer.content, checked, repairs, answer.reasoning)

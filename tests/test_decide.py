@@ -182,22 +182,21 @@ def test_each_offered_function_comes_with_a_grammar_of_answers_that_call_it_firs
     weather, time = choice.functions
     weather_call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     time_call = '{"name": "get_time", "arguments": {"zone": "CET"}}'
-    # Calls may be several (parallel_tool_calls is not false): a list, whose first call is to the function,
-    # and whose later ones (the model decides whether any follow) to any offered function.
-    assert accepts(weather.calls, f"[{weather_call}]") and not accepts(weather.calls, f"[{time_call}]")
-    assert accepts(time.calls, f"[{time_call}, {weather_call}]") and not accepts(time.calls, f"[{weather_call}]")
-    assert accepts(weather.calls, f"[{weather_call}, {weather_call}, {time_call}]")
-    assert not accepts(weather.calls, weather_call)  # the list form: the model decides after each call
+    # Calls may be several (parallel_tool_calls is not false): the first to the function, written as one
+    # call is, and more after it, to any offered function (the json syntax reads objects back to back).
+    assert accepts(weather.calls, weather_call) and not accepts(weather.calls, time_call)
+    assert accepts(time.calls, f"{time_call}, {weather_call}") and not accepts(time.calls, weather_call)
+    assert accepts(weather.calls, f"{weather_call}, {weather_call},\n{time_call}")
     assert not accepts(weather.calls, "It is sunny.")
-    assert weather.opening == '[{"name": "get_weather", "arguments": {'
+    assert weather.opening == '{"name": "get_weather", "arguments": {'
+    assert choice.separator == ","  # what more calls follow with (llmproxy.backends._list_continuation)
 
 
 def test_without_parallel_calls_an_answer_calls_the_function_once():
-    request = _request(parallel_tool_calls=False)
-    weather = plan(request, _route(ChoosingBackend())).params.choice_grammar.functions[0]
+    choice = plan(_request(parallel_tool_calls=False), _route(ChoosingBackend())).params.choice_grammar
     call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
-    assert accepts(weather.calls, call) and not accepts(weather.calls, f"[{call}]")
-    assert weather.opening == '{"name": "get_weather", "arguments": {'
+    assert accepts(choice.functions[0].calls, call) and not accepts(choice.functions[0].calls, f"{call}, {call}")
+    assert choice.separator == ""
 
 
 def test_the_request_text_is_the_last_user_message_in_whatever_parts():
@@ -217,12 +216,12 @@ def test_more_functions_than_can_be_ranked_leave_the_name_to_the_model():
 def test_one_function_is_known_before_its_call_is_written_with_or_without_request_text(messages):
     planned = plan(parse_request({"messages": messages, "tools": [WEATHER]}), _route(ChoosingBackend()))
     (weather,) = planned.params.choice_grammar.functions
-    assert weather.name == "get_weather" and weather.opening == '[{"name": "get_weather", "arguments": {'
+    assert weather.name == "get_weather" and weather.opening == '{"name": "get_weather", "arguments": {'
     assert weather.parameters == WEATHER["function"]["parameters"]  # whose keys a call's draft proposes
 
 
 @pytest.mark.parametrize(("wrapper", "opening"), [
-    ("chatml-json", '[{"name": "get_weather", "arguments": {'),  # its list of calls
+    ("chatml-json", '{"name": "get_weather", "arguments": {'),
     ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {'),  # a call block, or several back to back
 ])
 def test_each_function_opens_its_call_as_the_syntax_writes_calls_and_its_grammar_admits_that(wrapper, opening):
@@ -230,7 +229,7 @@ def test_each_function_opens_its_call_as_the_syntax_writes_calls_and_its_grammar
     weather, time = choice.functions
     assert weather.opening == opening
     assert time.opening == opening.replace("get_weather", "get_time")
-    rest = '"city": "Paris"}}' + ("\n</tool_call>" if wrapper == "hermes" else "]")
+    rest = '"city": "Paris"}}' + ("\n</tool_call>" if wrapper == "hermes" else "")
     assert accepts(weather.calls, weather.opening + rest)
 
 

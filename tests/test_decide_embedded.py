@@ -284,7 +284,7 @@ def test_a_draft_the_sampler_does_not_draw_is_never_written(route, reads, monkey
     # A draft is a guess: a token is kept only where the sampler, under the grammar, draws that very token.
     if guess == "opening":
         monkeypatch.setattr("llmproxy.decide._opening",
-                            lambda syntax, name, several: f'[{{"name": "{name}", "arguments": {{"zzz": "zzz')
+                            lambda syntax, name: f'{{"name": "{name}", "arguments": {{"zzz": "zzz')
     else:
         monkeypatch.setattr(ArgumentsScanner, "next_text", lambda self: 'zzz": "zzz", "unit": "kelvin"}')
     response = _ask_weather(route, seed=1)

@@ -24,6 +24,7 @@ import numpy as np
 
 from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends._list_continuation import ListContinuation
+from llmproxy.backends._value_grounding import ValueGrounding
 from llmproxy.syntaxes.base import ChoosableFunction, GrammarChoice
 
 
@@ -67,7 +68,8 @@ class ChoosingSampler:
 
     def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str], Any],
                  judge: Callable[[GrammarChoice], Judgement],
-                 listing: Callable[[GrammarChoice], ListContinuation] | None = None) -> None:
+                 listing: Callable[[GrammarChoice], ListContinuation] | None = None,
+                 grounding: Callable[[GrammarChoice], ValueGrounding] | None = None) -> None:
         self._choice = choice
         self._starts = starts
         self._chain = chain
@@ -75,8 +77,10 @@ class ChoosingSampler:
         self._judge = judge  # the request's best function and its relevance (llmproxy.backends._function_ranking)
         self._judged: Judgement | None = None
         self._listing = listing  # follows a list of calls (llmproxy.backends._list_continuation)
+        self._grounding = grounding  # holds a call's values to the request's (llmproxy.backends._value_grounding)
         self._sampler: Any = None  # the chosen grammar's, from the first step on
-        self.list: ListContinuation | None = None  # where the chosen call opens a list of calls
+        self.list: ListContinuation | None = None  # where more calls may follow the chosen one
+        self.values: ValueGrounding | None = None  # where a call was chosen and its request is known
         self.called: bool | None = None  # what was chosen, once it has been
         self.function: ChoosableFunction | None = None  # what a chosen call is to, where that is known
 
@@ -85,13 +89,16 @@ class ChoosingSampler:
         if self._sampler is None:
             self.called = self._calls(logits)
             self._sampler = self._make(self._chosen_grammar())
-            if self.function is not None and self.function.opening.startswith("[") and self._listing is not None:
+            if self.called and self._choice.request and self._grounding is not None:
+                self.values = self._grounding(self._choice)
+            if self.function is not None and self._choice.separator and self._listing is not None:
                 self.list = self._listing(self._choice)
-        if self.list is None:
-            return self._sampler.sample(ctx, idx)
-        self.list.adjust(logits)  # in place: the grammar's sampler reads the same logits
+        followers = [follower for follower in (self.values, self.list) if follower is not None]
+        for follower in followers:  # in place: the grammar's sampler reads the same logits
+            follower.adjust(logits)
         token = self._sampler.sample(ctx, idx)
-        self.list.accept(token)
+        for follower in followers:
+            follower.accept(token)
         return token
 
     def _calls(self, logits: np.ndarray) -> bool:

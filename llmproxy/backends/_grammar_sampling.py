@@ -31,6 +31,7 @@ from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker, Judgement
 from llmproxy.backends._list_continuation import ListContinuation, ListTokens
+from llmproxy.backends._value_grounding import ValueGrounding
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -49,7 +50,8 @@ class GrammarCheckedLlama(Llama):
         self._pieces: list[str] | None = None  # each token's text, read when a choice first needs it
         self._starts: dict[tuple[str, ...], np.ndarray] = {}
         self._ranker: FunctionRanker | None = None
-        self._list_tokens: ListTokens | None = None  # what each token does to a list of calls, read on first use
+        self._list_tokens: dict[str, ListTokens] = {}  # what each token does to calls that more may follow
+        self._token_of: dict[str, int] | None = None  # each token's text -> the token, made on first use
         self._call_style = CallStyle()  # how this model spaces its calls, for the drafts of the next
 
     def ending_text(self) -> bytes | None:
@@ -91,7 +93,7 @@ class GrammarCheckedLlama(Llama):
         if isinstance(grammar, GrammarChoice):  # passed through create_completion's grammar argument
             sampler = ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
                                       lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()),
-                                      self._judge_functions, self._list_continuation)
+                                      self._judge_functions, self._list_continuation, self._value_grounding)
             self.draft_model = CallDraft(
                 lambda: sampler.function, self.detokenize,
                 lambda text: self.tokenize(text.encode("utf-8"), add_bos=False, special=False), self._call_style)
@@ -100,10 +102,20 @@ class GrammarCheckedLlama(Llama):
 
     def _list_continuation(self, choice: GrammarChoice) -> ListContinuation:
         """What follows a chosen answer's list of calls, with this model's tokens (read once)."""
-        if self._list_tokens is None:
-            self._list_tokens = ListTokens.of(self._pieces)
-        return ListContinuation(self._list_tokens, self._pieces, choice.request, choice.continue_bias,
-                                choice.coverage_weight)
+        tokens = self._list_tokens.get(choice.separator)
+        if tokens is None:
+            vocab = self._model.vocab
+            ends = {token for token in range(self.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, token)}
+            tokens = self._list_tokens[choice.separator] = ListTokens.of(self._pieces, ends, choice.separator)
+        return ListContinuation(tokens, self._pieces, choice.request, choice.continue_bias)
+
+    def _value_grounding(self, choice: GrammarChoice) -> ValueGrounding:
+        """What holds a chosen call's values to its request, with this model's tokens (looked up once)."""
+        if self._token_of is None:
+            self._token_of = {}
+            for token, piece in enumerate(self._pieces):
+                self._token_of.setdefault(piece, token)
+        return ValueGrounding(self._pieces, self._token_of, choice.request, choice.grounding_bias)
 
     def _judge_functions(self, choice: GrammarChoice) -> Judgement:
         """The choice's function that its request is for, and how relevant it is, by a ranker loaded on first

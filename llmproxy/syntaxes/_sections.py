@@ -88,6 +88,8 @@ class SectionSyntax(CallSyntax):
 
     #: True where ``list_rule`` gives the syntax's list of several calls.
     lists_calls = False
+    #: What stands between two JSON call objects of such a list, where they are bare JSON objects.
+    call_separator: str | None = None
 
     def list_rule(self, rules: RuleSet, first: str, rest: str) -> str | None:
         """A call section of several calls, the first by rule ``first`` and any more by ``rest``, in the
@@ -159,8 +161,8 @@ def _grammar(syntax: SectionSyntax, definitions: str, form: str, parallel: bool,
 def _first_call_section(syntax: SectionSyntax, rules: RuleSet, functions: Sequence[FunctionDefinition], first: str,
                         parallel: bool) -> str:
     """A call section whose first call is to ``first``: where calls may be several and the syntax lists
-    them, in its list form (so the model decides after each call whether another follows, to any of
-    ``functions``); else its calls are all to ``first``."""
+    them, written as a single call is, with more after it, to any of ``functions``; else its calls are all
+    to ``first``."""
     chosen = [function for function in functions if function.name == first]
     if parallel:
         listed = syntax.list_rule(rules, syntax.section_rule(rules, chosen, False),

@@ -99,10 +99,14 @@ class GrammarChoice:
     call_bias: float = 0.0
     relevance_weight: float = 0.0
     relevance_floor: float = 0.0
-    # After each call of an answer that lists its calls (llmproxy.backends._list_continuation): the bias of
-    # going on, and the weight of whether the request's numbers are all in the calls written.
+    # Where a chosen answer's calls are bare JSON objects that more may follow, what stands between two
+    # (llmproxy.backends._list_continuation decides after each whether another follows), and the bias of
+    # going on where the request's numbers do not decide.
+    separator: str = ""
     continue_bias: float = 0.0
-    coverage_weight: float = 0.0
+    # A chosen call's value begun as the request writes one: the tokens that go on as it does are raised by
+    # this many nats (llmproxy.backends._value_grounding).
+    grounding_bias: float = 0.0
     # Where the function a call is to can be known before the call is written: each offered function's own
     # calls grammar, and, where there are several, the request they are ranked by once a call is chosen
     # (llmproxy.backends._function_ranking); the call is then to the best.

@@ -32,7 +32,8 @@ _SECTION_START = re.compile(r'\[?\s*\{\s*"name"\s*:')
 class JSONObjectSyntax(SectionSyntax):
     name = "json"
     parallel_calls = True
-    lists_calls = True  # [call, call, ...]
+    lists_calls = True  # after a first call object, more: call, call, ...
+    call_separator = ","
     instructions = "json_instructions"
 
     def __init__(self, *, arguments_key: str = "arguments") -> None:
@@ -59,7 +60,7 @@ class JSONObjectSyntax(SectionSyntax):
     def list_rule(self, rules: RuleSet, first: str, rest: str) -> str | None:
         if not (self.lists_calls and self.parallel_calls):
             return None
-        return rules.rule("calls", f'"[" {first} ( ws "," ws {rest} )* ws "]"')
+        return rules.rule("calls", f'{first} ( ws "," ws {rest} )*')
 
     def call_head(self) -> re.Pattern[str]:
         return call_object_head(self.arguments_key)

@@ -1,0 +1,104 @@
+"""A chosen call's values held to what the request wrote: a value begun as the request writes one goes on
+as the request does.
+
+SmolLM2 writes a number digit by digit and ends it where the grammar lets it: "an initial investment of
+$2000" became ``200``, "$50000" ``500``. A string it cuts the same way. So while a call's value is being
+written, where what is written so far is the start of a value the request holds (a number written there,
+thousands separators left out; a run of its text, for a string of two characters or more) and no value
+the request holds ends there, the tokens that go on as the request does get ``bias`` nats: the model still
+draws, and the grammar still decides what may be drawn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from llmproxy.backends._list_continuation import numbers
+
+MIN_STRING = 2  # characters of a string value before it is held to the request's text
+_LOOK_AHEAD = 16  # characters of the request's text after a match that tokens are looked up for
+_NUMBER_CHARS = frozenset("0123456789.-+eE")
+
+
+class ValueGrounding:
+    """Follows a call's JSON token by token (``accept``) and raises the tokens that continue the value being
+    written as the request does (``adjust``, on the step's raw logits, before the token is drawn).
+    ``token_of`` maps a token's text to the token."""
+
+    def __init__(self, pieces: Sequence[str], token_of: Mapping[str, int], request: str, bias: float) -> None:
+        self._pieces = pieces
+        self._token_of = token_of
+        self._text = request
+        self._numbers = numbers(request)
+        self._bias = bias
+        self._in_string = self._escaped = False
+        self._string_is_value = False
+        self._value = ""  # the string or number value written so far
+        self._in_number = False
+        self._open: list[str] = []  # the arrays and objects open, outside strings
+        self._last = ""  # the last character outside strings and whitespace: what a value follows
+
+    def adjust(self, logits: np.ndarray) -> None:
+        if self._in_string and self._string_is_value and len(self._value) >= MIN_STRING:
+            rests = self._string_rests(self._value)
+        elif self._in_number:
+            rests = self._number_rests(self._value)
+        else:
+            return
+        raised = {token for rest in rests for token in self._tokens_starting(rest)}
+        if raised:
+            logits[list(raised)] += self._bias
+
+    def accept(self, token: int) -> None:
+        for char in self._pieces[token]:
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif char == "\\":
+                    self._escaped = True
+                elif char == '"':
+                    self._in_string = False
+                    continue
+                self._value += char
+                continue
+            if self._in_number and char in _NUMBER_CHARS:
+                self._value += char
+                continue
+            self._in_number = False
+            if char == '"':
+                self._in_string, self._string_is_value, self._value = True, self._value_starts(), ""
+            elif char in "-0123456789" and self._value_starts():
+                self._in_number, self._value = True, char
+            elif char in "[{":
+                self._open.append(char)
+            elif char in "]}" and self._open:
+                self._open.pop()
+            if not char.isspace():
+                self._last = char
+
+    def _value_starts(self) -> bool:
+        """Whether what starts here is a value: after an object's colon, or an item of an array."""
+        return self._last == ":" or (self._last in "[," and self._open[-1:] == ["["])
+
+    def _number_rests(self, written: str) -> list[str]:
+        """What follows ``written`` in each number of the request it begins, where none ends with it."""
+        if written in self._numbers:
+            return []
+        return [number[len(written):] for number in self._numbers if number.startswith(written)]
+
+    def _string_rests(self, written: str) -> list[str]:
+        """What follows ``written`` in the request's text where it appears there, where it nowhere ends a word."""
+        rests = []
+        for found in re.finditer(re.escape(written), self._text):
+            rest = self._text[found.end():found.end() + _LOOK_AHEAD]
+            if not rest or not (rest[0].isalnum() or rest[0] in "-'"):
+                return []  # the value may be whole as it is
+            rests.append(rest)
+        return rests
+
+    def _tokens_starting(self, rest: str) -> list[int]:
+        """The tokens whose text ``rest`` starts with."""
+        return [token for end in range(1, len(rest) + 1) if (token := self._token_of.get(rest[:end])) is not None]

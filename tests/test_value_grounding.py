@@ -1,0 +1,47 @@
+"""A chosen call's values held to what the request wrote (llmproxy.backends._value_grounding)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llmproxy.backends._value_grounding import ValueGrounding
+
+PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
+          " Angeles", "San", ", ", "1", "-", "-5"]
+TOKEN_OF = {piece: token for token, piece in enumerate(PIECES)}
+BIAS = 4.0
+
+
+def raised(request: str, *written: str) -> set[str]:
+    """The pieces the grounding raises after ``written``."""
+    grounding = ValueGrounding(PIECES, TOKEN_OF, request, BIAS)
+    for piece in written:
+        grounding.accept(TOKEN_OF[piece])
+    logits = np.zeros(len(PIECES), dtype=np.float32)
+    grounding.adjust(logits)
+    assert set(logits.tolist()) <= {0.0, BIAS}
+    return {PIECES[token] for token in np.flatnonzero(logits)}
+
+
+def test_a_number_begun_as_the_requests_goes_on_as_it_does():
+    assert raised("an initial investment of $2,000 and 5 years", '{"a": ', "200") == {"0"}
+    assert raised("$2,000 then $20,005", '{"a": ', "20") == {"0", "00"}  # both go on from 20
+    assert raised("minus -50000 and more", '{"a": ', "-5") == {"0", "00"}
+
+
+def test_a_number_the_request_holds_whole_is_left_to_the_model():
+    assert raised("20 minutes, or 2000", '{"a": ', "20") == set()  # 20 itself is one of the request's
+    assert raised("no numbers here", '{"a": ', "2") == set()
+
+
+def test_a_string_cut_inside_a_word_of_the_request_goes_on_to_the_words_end():
+    assert raised("Flights to Los Angeles, please", '{"s": "', "Los", " Ang") == {"eles"}
+    assert raised("Flights to Los Angeles, please", '{"k": [', '"', "Los", " Ang") == {"eles"}  # an array's item
+    # Where a word of the request ends, the value may well be whole: the model goes on or stops.
+    assert raised("Flights to Los Angeles, please", '{"s": "', "Los") == set()
+    assert raised("Flights to Los Angeles, please", '{"s": "', "Los", " Angeles") == set()
+
+
+def test_keys_and_text_the_request_does_not_hold_are_left_alone():
+    assert raised("Flights to Los Angeles", '{"s": "', "San") == set()
+    assert raised("Los Angeles", '"', "Los", " Ang") == set()  # a string after nothing is no value
