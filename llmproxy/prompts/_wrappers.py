@@ -396,11 +396,12 @@ class Wrapper:
         ``reasoning=False`` asks a family that reasons not to (where its template can)."""
         system, history = self._split_system(messages)
         offered = shape.functions if shape.call != "text" else ()
+        definitions = "\n".join(f.definition_json for f in offered)
         reserved = self.spec.reserved
         context = {
             "system": system,
             "messages": [self._message_view(m) for m in history],
-            **_offered_views("\n".join(f.definition_json for f in offered), reserved),
+            **_offered_views(definitions, reserved),
             "call": shape.call,
             "inner_thoughts": "none",
             "first_message": first_message,
@@ -409,6 +410,8 @@ class Wrapper:
         }
         if self.spec.syntax is not None:
             context.update(self.spec.syntax.template_context())
+        if offered:
+            context["instructions"] = _instructions(definitions, reserved, context["inner_thoughts"], shape.call)
         try:
             body = self._template.render(context)
         except jinja2.TemplateError as exc:
@@ -485,6 +488,15 @@ def _offered_views(definitions: str, reserved: tuple[str, ...]) -> dict[str, lis
     offered = [FunctionDefinition.model_validate(json.loads(line)) for line in definitions.split("\n") if line]
     return {"functions": [function_view(f, reserved) for f in offered],
             "tools": [neutralise_json(f.model_dump(exclude_none=True), reserved) for f in offered]}
+
+
+@bounded_cache(8 * MIB)
+def _instructions(definitions: str, reserved: tuple[str, ...], inner_thoughts: str, call: str) -> str:
+    """The function list and call instructions the MemGPT-style wrappers write (``_common.jinja``'s
+    ``instructions``), as templates get them (``instructions``): written once per offered functions, as
+    agents offer the same ones every turn."""
+    functions = _offered_views(definitions, reserved)["functions"]
+    return str(environment().get_template("_common.jinja").module.instructions(functions, inner_thoughts, call))
 
 
 def cut_at_markers(text: str, markers: Sequence[str]) -> str:

@@ -31,7 +31,7 @@ from llmproxy.grammar import prepare_validation
 from llmproxy.route import Route
 from llmproxy.server.config import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, RouteLimits, check_escalations,
                                     check_fallbacks, route_limits)
-from llmproxy.server.connections import BODY_WRITER, reserve_descriptors, uvicorn_options
+from llmproxy.server.connections import BODY_WRITER, WHOLE_WRITER, reserve_descriptors, uvicorn_options
 from llmproxy.server.disconnects import Cancelled
 from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration, openai_error_body
 from llmproxy.faces.messages import models_list as anthropic_models
@@ -53,7 +53,7 @@ from llmproxy.server.pools.lane import PoolLane
 from llmproxy.server.pools.pool import Pool
 from llmproxy.server.pools.spec import PoolSpec
 from llmproxy.server.pools.sticky import client_key
-from llmproxy.server.request_ids import request_id, with_request_id
+from llmproxy.server.request_ids import request_id, request_id_header, with_request_id
 from llmproxy.server.request_log import RequestLog, logger
 from llmproxy.server.responses import answer, stream
 from llmproxy.faces.completions.request import CompletionRequest
@@ -158,7 +158,8 @@ class _Server(FastAPI):
                 await _error_response(refused, Request(scope))(scope, receive, send)
                 return
         if self.user_middleware:  # a middleware may rewrite bodies: every piece goes through the ASGI send
-            scope.get("extensions", {}).pop(BODY_WRITER, None)
+            for extension in (BODY_WRITER, WHOLE_WRITER):
+                scope.get("extensions", {}).pop(extension, None)
         direct = scope["type"] == "http" and scope["method"] == "POST" and not self.user_middleware
         handler = self.direct.get(_route_path(scope)) if direct else None
         if handler is None:
@@ -166,7 +167,10 @@ class _Server(FastAPI):
             return
         scope["app"] = self
         response = await handler(Request(scope, receive, send))
-        await response(scope, receive, send)
+        whole = scope.get("extensions", {}).get(WHOLE_WRITER) if type(response) is Response else None
+        if whole is None or not whole(response.status_code, [*response.raw_headers, request_id_header(scope)],
+                                      response.body):
+            await response(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -235,7 +239,8 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
             service.intake.authorize(request)
             fields = await service.intake.json_body(request)
             log.received(kind, fields)
-            key = client_key(fields, request.headers)  # a conversation's own key, for a pool's stickiness
+            # A conversation's own key, for a pool's stickiness (read before the body is validated).
+            key = client_key(fields, request.headers) if service.pools else None
             generation = kind.read(fields, service)
             asked = generation.route
             lane = service.lane(asked, key)
@@ -420,6 +425,7 @@ def run(app: FastAPI, host: str, port: int, log_level: str, limits: ConnectionLi
     # of ms (p99 at 8 clients: 70 ms before, 20 ms after; bench/bench_server.py).
     gc.collect()
     gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
     # Our own log line per request replaces uvicorn's access log.
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, **uvicorn_options(limits))
 

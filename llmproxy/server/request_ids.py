@@ -23,6 +23,11 @@ def request_id(scope: Scope) -> str:
     return scope["state"]["request_id"]
 
 
+def request_id_header(scope: Scope) -> tuple[bytes, bytes]:
+    """The ``x-request-id`` header of the response to the request in ``scope`` (given its id)."""
+    return HEADER, scope["state"]["request_id"].encode()
+
+
 def with_request_id(scope: Scope, send: Send) -> Send:
     """Give the request in ``scope`` its id, and ``send`` wrapped to put it on the response."""
     sent = next((value for key, value in scope["headers"] if key == HEADER), None)

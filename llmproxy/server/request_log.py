@@ -140,6 +140,12 @@ class RequestLog:
             return
         self._emitted = True
         self.seconds = time.perf_counter() - self.started
+        if logger.isEnabledFor(logging.INFO):  # a server run at --log-level warning writes none: nothing to word
+            self._write()
+        if self.on_end is not None:
+            self.on_end(self)
+
+    def _write(self) -> None:
         outcome = f"status={self.status}" + (f" error={self.error}" if self.error else "")
         model, backend = (self.route.name, self.route.backend.name) if self.route else ("-", "-")
         logger.info(
@@ -149,5 +155,3 @@ class RequestLog:
             ",".join(model for model, _ in self.fallbacks) or "-",
             f" escalated={self.escalated[0]}>{self.escalated[1]}" if self.escalated else "", self.seconds * 1000,
         )
-        if self.on_end is not None:
-            self.on_end(self)
