@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmproxy.backends._json_chars import JSONChars
+
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 
@@ -79,16 +81,16 @@ class ListContinuation:
         self._bias = bias
         self._calls: list[str] = []  # the text of each call written
         self._call = ""  # the call being written
-        self._depth = 0  # [ and { open, outside strings
-        self._in_string = self._escaped = False
+        self._json = JSONChars()
         self._call_ended = False  # a call was closed, and the answer has not gone on since
         self.choices: list[bool] = []  # each choice made: True where the answer went on
 
     def adjust(self, logits: np.ndarray) -> None:
-        if self._in_string:
+        if self._json.in_string:
             return
-        if self._depth > 0:  # inside a call: none of its closing tokens may also go on
-            logits[self._tokens.closes_then == self._depth] = -np.inf
+        depth = len(self._json.open)
+        if depth > 0:  # inside a call: none of its closing tokens may also go on
+            logits[self._tokens.closes_then == depth] = -np.inf
             return
         if not self._call_ended:
             return
@@ -102,26 +104,16 @@ class ListContinuation:
 
     def accept(self, token: int) -> None:
         for char in self._pieces[token]:
-            if self._depth > 0 or char == "{":
+            depth = len(self._json.open)
+            if depth > 0 or char == "{":
                 self._call += char
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == "\\":
-                    self._escaped = True
-                elif char == '"':
-                    self._in_string = False
-            elif char == '"':
-                self._in_string = True
-            elif char in "[{":
-                self._depth += 1
-            elif char in "]}":
-                self._depth -= 1
-                if self._depth == 0 and char == "}":
-                    self._call_ended = True
-                    self._calls.append(self._call)
-                    self._call = ""
-            elif self._depth == 0 and not char.isspace():  # the separator: the answer went on
+            if self._json.step(char):
+                continue
+            if depth == 1 and not self._json.open:  # the call's closing brace
+                self._call_ended = True
+                self._calls.append(self._call)
+                self._call = ""
+            elif depth == 0 and not self._json.in_string and not char.isspace():  # the separator: it went on
                 self._call_ended = False
 
     def _coverage(self) -> int:

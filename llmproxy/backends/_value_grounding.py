@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._list_continuation import numbers
 
 MIN_STRING = 2  # characters of a string value before it is held to the request's text
@@ -34,15 +35,13 @@ class ValueGrounding:
         self._text = request
         self._numbers = numbers(request)
         self._bias = bias
-        self._in_string = self._escaped = False
+        self._json = JSONChars()
         self._string_is_value = False
         self._value = ""  # the string or number value written so far
         self._in_number = False
-        self._open: list[str] = []  # the arrays and objects open, outside strings
-        self._last = ""  # the last character outside strings and whitespace: what a value follows
 
     def adjust(self, logits: np.ndarray) -> None:
-        if self._in_string and self._string_is_value and len(self._value) >= MIN_STRING:
+        if self._json.in_string and self._string_is_value and len(self._value) >= MIN_STRING:
             rests = self._string_rests(self._value)
         elif self._in_number:
             rests = self._number_rests(self._value)
@@ -54,34 +53,16 @@ class ValueGrounding:
 
     def accept(self, token: int) -> None:
         for char in self._pieces[token]:
-            if self._in_string:
-                if self._escaped:
-                    self._escaped = False
-                elif char == "\\":
-                    self._escaped = True
-                elif char == '"':
-                    self._in_string = False
-                    continue
+            starts = not self._json.in_string and self._json.value_starts()
+            if self._json.step(char):
                 self._value += char
-                continue
-            if self._in_number and char in _NUMBER_CHARS:
+            elif self._in_number and char in _NUMBER_CHARS:
                 self._value += char
-                continue
-            self._in_number = False
-            if char == '"':
-                self._in_string, self._string_is_value, self._value = True, self._value_starts(), ""
-            elif char in "-0123456789" and self._value_starts():
-                self._in_number, self._value = True, char
-            elif char in "[{":
-                self._open.append(char)
-            elif char in "]}" and self._open:
-                self._open.pop()
-            if not char.isspace():
-                self._last = char
-
-    def _value_starts(self) -> bool:
-        """Whether what starts here is a value: after an object's colon, or an item of an array."""
-        return self._last == ":" or (self._last in "[," and self._open[-1:] == ["["])
+            elif char == '"' and self._json.in_string:  # a string opens
+                self._in_number, self._string_is_value, self._value = False, starts, ""
+            else:
+                self._in_number = starts and char in "-0123456789"
+                self._value = char
 
     def _number_rests(self, written: str) -> list[str]:
         """What follows ``written`` in each number of the request it begins, where none ends with it."""
