@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmproxy.backends._list_continuation import ListContinuation, ListTokens, amounts, names, numbers
+from llmproxy.backends._list_continuation import ListContinuation, ListTokens, amounts, names, names_in, numbers, used_amounts
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
 # token by token from these.
@@ -46,7 +46,8 @@ def answer(request: str, *values: str) -> ListContinuation:
 def test_numbers_are_read_as_digits_and_as_values():
     assert numbers("from $2,000 to 3000.50, then +7 and -4.") == {"2000", "3000.50", "7", "-4"}
     assert numbers("no digits") == set() and numbers("v2 and x3") == set()
-    assert amounts("8 % of 2,000.0 and 3.50") == {"8", "0.08", "2000", "3.5"}
+    assert amounts("8 % of 2,000.0 and 3.50") == {"8", "2000", "3.5"}
+    assert used_amounts('{"rate": 0.08, "amount": 2000, "n": 7}', {"8", "2000", "3.5"}) == {"8", "2000"}
 
 
 @pytest.mark.parametrize(("values", "goes_on"), [
@@ -99,7 +100,8 @@ def test_braces_in_strings_are_text():
 def test_names_are_capitalised_runs_and_quoted_text():
     assert names("What is the weather in Seattle, Boston and New York City?") == {"seattle", "boston", "new york city"}
     assert names("Find flights to Paris. I'm in Washington D.C. and use \"ATCG\".") == {"paris", "washington d.c", "atcg"}
-    assert names("Calculate the area of a circle.") == set()
+    assert names("Calculate the area of a circle at 0°C.") == set()
+    assert names_in('{"name": "f", "arguments": {"museum": "Louvre_Museum"}}', {"louvre museum", "paris"}) == {"louvre museum"}
 
 
 @pytest.mark.parametrize(("values", "goes_on"), [

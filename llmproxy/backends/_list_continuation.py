@@ -45,14 +45,18 @@ def numbers(text: str) -> set[str]:
 
 
 def amounts(text: str) -> set[str]:
-    """The values of the numbers written in ``text``, however written (8, 8.0; and 8 % as 0.08 too)."""
-    found = set()
-    for match in _NUMBER.finditer(text):
-        value = float(match.group().replace(",", ""))
-        found.add(f"{value:.12g}")
-        if text.startswith("%", match.end()) or text.startswith(" %", match.end()):
-            found.add(f"{value / 100:.12g}")
-    return found
+    """The values of the numbers written in ``text``, however written (8, 8.0, 8.00)."""
+    return {f"{float(found.replace(',', '')):.12g}" for found in _NUMBER.findall(text)}
+
+
+def used_amounts(call: str, asked: set[str]) -> set[str]:
+    """Which of the request's ``asked`` amounts a call's text holds: as written, or as a fraction where the
+    request wrote a percentage (5 % as 0.05)."""
+    used = set()
+    for value in amounts(call):
+        used.add(value)
+        used.add(f"{float(value) * 100:.12g}")
+    return used & asked
 
 
 def names(text: str) -> set[str]:
@@ -68,7 +72,7 @@ def written_names(text: str) -> set[str]:
         words = match.group().rstrip(".").split()
         if _SENTENCE_START.search(text[:match.start()]) or words[0] == "I" or words[0].startswith("I'"):
             words = words[1:]
-        if words:
+        if words and len(words[0]) > 1:  # a single letter is too weak a name: the C of 0°C
             found.add(" ".join(words))
     return found
 
@@ -76,8 +80,13 @@ def written_names(text: str) -> set[str]:
 def names_in(call: str, asked: set[str]) -> set[str]:
     """Which of the ``asked`` names a call's JSON text holds (a name inside a value, or a value inside a
     name: "New York" for "New York City")."""
-    values = {value.lower() for value in _strings(call) if len(value) > 1}
-    return {name for name in asked if any(name in value or value in name for value in values)}
+    values = {_plain(value) for value in _strings(call) if len(value) > 1}
+    return {name for name in asked if any(_plain(name) in value or value in _plain(name) for value in values)}
+
+
+def _plain(text: str) -> str:
+    """``text`` lower-cased, its underscores spaces: Louvre_Museum is the Louvre Museum."""
+    return text.lower().replace("_", " ")
 
 
 def _strings(call: str) -> list[str]:
@@ -175,7 +184,7 @@ class ListContinuation:
             return -1
         if not (self._numbers or self._names):
             return 0
-        kinds = ((self._numbers, lambda call: amounts(call) & self._numbers),
+        kinds = ((self._numbers, lambda call: used_amounts(call, self._numbers)),
                  (self._names, lambda call: names_in(call, self._names)))
         for asked, used_by in kinds:
             *before, last = [used_by(call) for call in self._calls]

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from llmproxy.backends._json_chars import JSONChars
-from llmproxy.backends._list_continuation import amounts, numbers, written_names
+from llmproxy.backends._list_continuation import amounts, numbers, used_amounts, written_names
 
 MIN_STRING = 2  # characters of a string value before it is held to the request's text
 _LOOK_AHEAD = 16  # characters of the request's text after a match that tokens are looked up for
@@ -61,7 +61,7 @@ class ValueGrounding:
             rests, bias = self._names, self._bias / 2
         elif self._in_number and not self._number_is_whole():
             rests = self._number_rests(self._value)
-        elif self._argument_ends() and self._amounts - amounts(self._answer):
+        elif self._argument_ends() and self._amounts - used_amounts(self._answer, self._amounts):
             logits[self._separator_tokens()] += self._bias / 2
             return
         else:
