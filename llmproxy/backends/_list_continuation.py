@@ -34,9 +34,9 @@ from llmproxy.backends._json_chars import JSONChars
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 _CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
-_CAPITALISED_RUN = re.compile(rf"(?<![\w']){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*")
-_QUOTED = re.compile(r"\"([^\"]{2,})\"|(?<!\w)'([^']{2,})'(?!\w)")
-_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)$")
+_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*")
+_QUOTED = re.compile(r"\"([^\"]{2,40})\"|(?<!\w)'([^']{2,40})'(?!\w)")  # a name, not a quoted question
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)[\"'(\[]*$")
 
 
 def numbers(text: str) -> set[str]:
@@ -69,7 +69,7 @@ def written_names(text: str) -> set[str]:
     not a name on its own: "Find" in "Find flights to Paris"; "Paris" is) and quoted text."""
     found = {quoted for match in _QUOTED.finditer(text) for quoted in match.groups() if quoted}
     for match in _CAPITALISED_RUN.finditer(text):
-        words = match.group().rstrip(".").split()
+        words = match.group().rstrip(".'").split()
         if _SENTENCE_START.search(text[:match.start()]) or words[0] == "I" or words[0].startswith("I'"):
             words = words[1:]
         if words and len(words[0]) > 1:  # a single letter is too weak a name: the C of 0°C
