@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import aclosing, contextmanager
 from typing import Any, ClassVar
@@ -294,7 +294,8 @@ def max_tokens(params: GenerationParams) -> int:
     return FALLBACK_MAX_TOKENS if params.max_tokens is None else params.max_tokens
 
 
-def sampler_fields(params: GenerationParams, names: dict[str, str]) -> dict[str, Any]:
-    """``temperature``/``top_p``/``seed`` under the backend's names, leaving out those not set."""
-    values = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed}
+def sampler_fields(params: GenerationParams, names: Mapping[str, str]) -> dict[str, Any]:
+    """``temperature``/``top_p``/``seed`` and the samplers set, under the backend's ``names`` (its
+    ``samplers``), leaving out those not set."""
+    values = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, **params.samplers}
     return {names.get(key, key): value for key, value in values.items() if value is not None}

@@ -6,6 +6,7 @@ the base the three backend modules specialise with their own extra fields.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
@@ -25,9 +26,11 @@ def openai_request(
     *,
     model: str | None,
     stream: bool,
+    samplers: Mapping[str, str],
     fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A /v1/completions (``input_fields={"prompt": ...}``) or /v1/chat/completions body.
+    """A /v1/completions (``input_fields={"prompt": ...}``) or /v1/chat/completions body; ``samplers``:
+    the server's names for llmproxy's (``Backend.samplers``).
 
     Backend-specific settings go in first, so the translated common parameters win over them.
     """
@@ -41,7 +44,7 @@ def openai_request(
         body["stop"] = list(params.stop)
     if model:
         body["model"] = model
-    body.update(sampler_fields(params, {}))
+    body.update(sampler_fields(params, samplers))
     body.update(fields or {})
     return body
 
@@ -104,7 +107,7 @@ class OpenAICompletionsBackend(HTTPBackend):
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         """The request for ``prompt``; no I/O. Subclasses add their own fields."""
-        return openai_request(params, {"prompt": prompt}, model=self.model, stream=stream,
+        return openai_request(params, {"prompt": prompt}, model=self.model, stream=stream, samplers=self.samplers,
                               fields=self.grammar_fields(params))
 
     def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:

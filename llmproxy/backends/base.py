@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
@@ -21,13 +22,25 @@ if TYPE_CHECKING:
 
 FinishReason = Literal["stop", "length"]
 
+# Sampler settings most local backends take under one name or another, in llmproxy's names (llama.cpp's).
+# Each backend class says which it takes and under what name (``Backend.samplers``); settings presets
+# are written in these names, so one preset means the same on every backend.
+SAMPLERS = ("top_k", "min_p", "typical_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
+            "mirostat", "mirostat_tau", "mirostat_eta")
+
+
+def sampler_names(*same: str, **renamed: str) -> Mapping[str, str]:
+    """A backend's ``samplers``: those it takes under llmproxy's name, and those it names otherwise."""
+    return MappingProxyType({**{name: name for name in same}, **renamed})
+
 
 @dataclass(frozen=True)
 class GenerationParams:
     """Common generation parameters, in llmproxy's vocabulary (OpenAI's names).
 
+    ``samplers`` holds the SAMPLERS that are set, under llmproxy's names; each backend translates them.
     ``extra`` holds backend-specific keys from the settings layers; backends pass them through
-    unchanged, so a user can set e.g. ``mirostat`` for llama.cpp without llmproxy knowing it.
+    unchanged, so a user can set e.g. ``dry_multiplier`` for llama.cpp without llmproxy knowing it.
     """
 
     max_tokens: int | None = None
@@ -45,6 +58,7 @@ class GenerationParams:
     json_schema: dict[str, Any] | None = None  # for backends that constrain by JSON schema (Ollama's format)
     logprobs: int | None = None  # report token log probabilities, with this many top alternatives each
     extra: dict[str, Any] = field(default_factory=dict)
+    samplers: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,6 +157,10 @@ class Backend(abc.ABC):
     capabilities: Capabilities = Capabilities()
     # The first settings layer (then the user file, then the call); never stop strings: those are the wrapper's.
     default_settings: ClassVar[Mapping[str, Any]] = {}
+    # The SAMPLERS it takes, each under the name its requests give it (and temperature, top_p and seed
+    # where it names them otherwise). A sampler missing here has no counterpart on this backend: the
+    # settings layers leave it out, with a warning (llmproxy.settings).
+    samplers: ClassVar[Mapping[str, str]] = sampler_names()
 
     @abc.abstractmethod
     def complete(self, prompt: str, params: GenerationParams) -> Completion:

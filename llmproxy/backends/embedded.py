@@ -19,7 +19,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmproxy.backends._backend import sampler_fields
 from llmproxy.backends.base import (
+    SAMPLERS,
     Backend,
     Capabilities,
     ChatTemplate,
@@ -28,6 +30,7 @@ from llmproxy.backends.base import (
     ProbeResult,
     StreamDelta,
     TokenLogprob,
+    sampler_names,
 )
 from llmproxy.backends.cpu_features import load_without_amx
 from llmproxy.errors import BackendError, ConfigurationError, ContextWindowExceededError
@@ -164,6 +167,7 @@ class EmbeddedBackend(Backend):
     capabilities = Capabilities(grammar=True, choice_grammar=True, streaming=True, tokenizer=True, concurrent=False,
                                 logprobs=True)
     default_settings = {"max_tokens": 512, "temperature": 0.3, "top_p": 0.95, "repeat_penalty": 1.1}
+    samplers = sampler_names(*SAMPLERS, mirostat="mirostat_mode")  # create_completion's own names
 
     def __init__(self, endpoint: str | None = None, *, model: str | None = None, context_window: int | None = None,
                  **_ignored: Any) -> None:
@@ -195,10 +199,7 @@ class EmbeddedBackend(Backend):
         fallback = self.default_settings["max_tokens"]  # for calls that bypass the settings layers
         arguments["max_tokens"] = params.max_tokens if params.max_tokens is not None else fallback
         arguments["stop"] = list(params.stop)
-        for key in ("temperature", "top_p", "seed"):
-            value = getattr(params, key)
-            if value is not None:
-                arguments[key] = value
+        arguments.update(sampler_fields(params, self.samplers))
         if params.choice_grammar is not None:
             from llmproxy.grammar import validate_grammar
 

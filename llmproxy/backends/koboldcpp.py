@@ -22,12 +22,16 @@ from llmproxy.backends.base import (
     GenerationParams,
     ProbeResult,
     StreamDelta,
+    sampler_names,
 )
 from llmproxy.errors import BackendHTTPError
 
 log = logging.getLogger(__name__)
 GENERATE = "/api/v1/generate"
 STREAM = "/api/extra/generate/stream"
+# The KoboldAI API's own names; it has no frequency penalty (its OpenAI endpoint folds one into presence).
+SAMPLER_NAMES = sampler_names("top_k", "min_p", "presence_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
+                              seed="sampler_seed", typical_p="typical", repeat_penalty="rep_pen")
 
 
 def generate_request(prompt: str, params: GenerationParams, *, context_window: int | None,
@@ -42,7 +46,7 @@ def generate_request(prompt: str, params: GenerationParams, *, context_window: i
         body["max_context_length"] = context_window
     if genkey:
         body["genkey"] = genkey  # names this generation, so abort stops it and no other user's
-    body.update(sampler_fields(params, {"seed": "sampler_seed"}))
+    body.update(sampler_fields(params, SAMPLER_NAMES))
     body.update(grammar_fields)
     return body
 
@@ -65,6 +69,7 @@ class KoboldCppBackend(HTTPBackend):
     capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
     grammar_key = "grammar"
     endpoint_suffixes = ("/v1", "/api")  # Kobold clients are usually given http://host:5001/api
+    samplers = SAMPLER_NAMES
 
     def request_body(self, prompt: str, params: GenerationParams, genkey: str | None = None) -> dict[str, Any]:
         return generate_request(prompt, params, context_window=self.configured_context_window,

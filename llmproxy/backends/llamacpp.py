@@ -16,6 +16,7 @@ from typing import Any
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
 from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends.base import (
+    SAMPLERS,
     Capabilities,
     ChatTemplate,
     Completion,
@@ -24,10 +25,12 @@ from llmproxy.backends.base import (
     ProbeResult,
     StreamDelta,
     TokenLogprob,
+    sampler_names,
 )
 from llmproxy.errors import BackendHTTPError, ContextWindowExceededError
 
 PATH = "/completion"
+SAMPLER_NAMES = sampler_names(*SAMPLERS)  # llmproxy's sampler names are llama.cpp's
 TRIGGER_WORD = 1  # llama.cpp's common_grammar_trigger_type: 0 token, 1 word, 2 pattern, 3 full pattern
 
 
@@ -41,7 +44,7 @@ def completion_request(prompt: str, params: GenerationParams, *, model: str | No
         body["stop"] = list(params.stop)
     if model:
         body["model"] = model  # only matters in router mode; ignored otherwise
-    body.update(sampler_fields(params, {}))
+    body.update(sampler_fields(params, SAMPLER_NAMES))
     body.update(grammar_fields)
     if params.logprobs is not None:
         body["n_probs"] = max(params.logprobs, 1)  # 0 would report none; the top list is cut back later
@@ -149,6 +152,7 @@ class LlamaCppBackend(HTTPBackend):
     capabilities = Capabilities(grammar=True, lazy_grammar=True, streaming=True, tokenizer=True, logprobs=True)
     grammar_key = "grammar"
     default_settings = {**HTTPBackend.default_settings, "cache_prompt": True}  # false by default before 2024
+    samplers = SAMPLER_NAMES
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         return completion_request(prompt, params, model=self.model, stream=stream,

@@ -13,7 +13,7 @@ from typing import Any
 
 from llmproxy.backends._http import PROBE_TIMEOUT
 from llmproxy.backends._openai import OpenAICompletionsBackend, openai_request
-from llmproxy.backends.base import Capabilities, GenerationParams, ProbeResult
+from llmproxy.backends.base import Capabilities, GenerationParams, ProbeResult, sampler_names
 from llmproxy.errors import BackendError
 
 
@@ -29,6 +29,7 @@ class LMStudioBackend(OpenAICompletionsBackend):
     name = "lmstudio"
     default_port = 1234
     capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False)
+    samplers = sampler_names("top_k", "repeat_penalty", "presence_penalty", "frequency_penalty")  # as its docs list
 
     def _probe(self) -> ProbeResult:
         result = super()._probe()
@@ -50,4 +51,4 @@ class LMStudioLegacyBackend(LMStudioBackend):
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         self.grammar_fields(params)  # refuses a grammar
         messages = [{"role": "user", "content": prompt}]
-        return openai_request(params, {"messages": messages}, model=self.model, stream=stream)
+        return openai_request(params, {"messages": messages}, model=self.model, stream=stream, samplers=self.samplers)

@@ -14,15 +14,18 @@ from typing import Any
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
 from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends.base import (
+    SAMPLERS,
     Capabilities,
     Completion,
     GenerationParams,
     ProbeResult,
     StreamDelta,
+    sampler_names,
 )
 from llmproxy.errors import BackendHTTPError
 
 PATH = "/api/generate"
+SAMPLER_NAMES = sampler_names(*SAMPLERS)  # inside ``options``, under llama.cpp's names
 TOP_LEVEL_KEYS = frozenset({"keep_alive", "format", "think", "truncate", "shift", "logprobs", "top_logprobs"})
 
 
@@ -35,7 +38,7 @@ def generate_request(prompt: str, params: GenerationParams, *, model: str, strea
         options["stop"] = list(params.stop)
     if context_window:
         options["num_ctx"] = context_window
-    options.update(sampler_fields(params, {}))
+    options.update(sampler_fields(params, SAMPLER_NAMES))
     body = {k: v for k, v in params.extra.items() if k in TOP_LEVEL_KEYS}
     if params.json_schema is not None:
         body["format"] = params.json_schema  # structured output: the call object's schema
@@ -71,6 +74,7 @@ class OllamaBackend(HTTPBackend):
     default_port = 11434
     capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, json_schema=True)
     endpoint_suffixes = ("/v1", "/api")
+    samplers = SAMPLER_NAMES
     model_hint = "e.g. model='dolphin2.2-mistral:7b-q6_K'; `ollama list` shows the models you have"
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:

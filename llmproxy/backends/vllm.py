@@ -21,6 +21,7 @@ from llmproxy.backends.base import (
     Completion,
     GenerationParams,
     ProbeResult,
+    sampler_names,
 )
 from llmproxy.errors import BackendProtocolError, LLMProxyError, UnsupportedRequestError
 
@@ -51,6 +52,9 @@ class VLLMBackend(OpenAICompletionsBackend):
     default_port = 8000
     # The type takes grammars; an instance does once it knows the field (configured or discovered).
     capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    # vLLM's sampling extras; it has no typical-p and no Mirostat.
+    samplers = sampler_names("top_k", "min_p", "presence_penalty", "frequency_penalty",
+                             repeat_penalty="repetition_penalty")
 
     def __init__(self, endpoint: str | None = None, **options: Any) -> None:
         super().__init__(endpoint, **options)
