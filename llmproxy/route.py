@@ -47,7 +47,7 @@ class Route:
     _preset_settings: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
-    def user_settings(self) -> dict[str, Any]:
+    def user_file_settings(self) -> dict[str, Any]:
         """The user settings file's, read once per route: the library builds a route per call, so it sees
         the file as it is now; the server's routes live as long as it does, so it reads the file when it
         starts."""
@@ -57,7 +57,7 @@ class Route:
     def base_settings(self) -> dict[str, Any]:
         """The backend's shipped defaults, then the user settings file, then the preset, then this
         route's settings."""
-        return layered_settings(self.backend.name, self.user_settings, self.preset, self.settings)
+        return layered_settings(self.backend.name, self.user_file_settings, self.preset, self.settings)
 
     def settings_for(self, preset: str | None) -> dict[str, Any]:
         """The base settings of a request that names ``preset``, which takes the place of the route's own
@@ -65,7 +65,7 @@ class Route:
         if preset is None or preset == self.preset:
             return self.base_settings
         if preset not in self._preset_settings:
-            self._preset_settings[preset] = layered_settings(self.backend.name, self.user_settings, preset,
+            self._preset_settings[preset] = layered_settings(self.backend.name, self.user_file_settings, preset,
                                                              self.settings)
         return self._preset_settings[preset]
 
