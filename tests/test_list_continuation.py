@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmproxy.backends._list_continuation import ListContinuation, ListTokens, amounts, numbers
+from llmproxy.backends._list_continuation import ListContinuation, ListTokens, amounts, names, names_in, numbers, used_amounts
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
 # token by token from these.
 PIECES = ["{", '"name": "f", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n", '"a": 20', '"a": 15', '"a": 3',
-          ' {', '"s": "}, "', "<|end|>"]
+          ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
+          '"a": [20, 10, 5]', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -45,7 +46,8 @@ def answer(request: str, *values: str) -> ListContinuation:
 def test_numbers_are_read_as_digits_and_as_values():
     assert numbers("from $2,000 to 3000.50, then +7 and -4.") == {"2000", "3000.50", "7", "-4"}
     assert numbers("no digits") == set() and numbers("v2 and x3") == set()
-    assert amounts("8 % of 2,000.0 and 3.50") == {"8", "0.08", "2000", "3.5"}
+    assert amounts("8 % of 2,000.0 and 3.50") == {"8", "2000", "3.5"}
+    assert used_amounts('{"rate": 0.08, "amount": 2000, "n": 7}', {"8", "2000", "3.5"}) == {"8", "2000"}
 
 
 @pytest.mark.parametrize(("values", "goes_on"), [
@@ -93,3 +95,27 @@ def test_braces_in_strings_are_text():
     written(continuation, "{", '"name": "f", "arguments": ', "{", '"s": "}, "', "}")  # its arguments closed
     assert step(continuation)[PIECES.index("},")] == -np.inf  # so the call is being closed
     assert continuation.choices == []
+
+
+def test_names_are_capitalised_runs_and_quoted_text():
+    assert names("What is the weather in Seattle, Boston and New York City?") == {"seattle", "boston", "new york city"}
+    assert names("Find flights to Paris. I'm in Washington D.C. and use \"ATCG\".") == {"paris", "washington d.c", "atcg"}
+    assert names("Calculate the area of a circle at 0°C.") == set()
+    assert names_in('{"name": "f", "arguments": {"museum": "Louvre_Museum"}}', {"louvre museum", "paris"}) == {"louvre museum"}
+
+
+@pytest.mark.parametrize(("values", "goes_on"), [
+    (['"s": "Seattle"'], True),  # Boston and Chicago are in no call yet
+    (['"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"'], False),  # all are in
+    (['"s": "Seattle"', '"s": "Seattle, WA"'], False),  # the last call used no name not used before
+])
+def test_the_requests_names_decide_as_its_numbers_do(values, goes_on):
+    continuation = answer("What is the weather in Seattle, Boston and Chicago?", *values)
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)
+    assert continuation.choices[-1] is goes_on and bool(logits[COMMA] > -np.inf) == goes_on
+
+
+def test_fewer_values_left_than_a_call_uses_end_the_answer():
+    # the call used three numbers; only the 2 of m/s^2 is left: not enough for another call
+    continuation = answer("Start at 20 m/s, accelerate at 10 m/s^2 for 5 s.", '"a": [20, 10, 5]')
+    assert step(continuation, more=30.0)[COMMA] == -np.inf

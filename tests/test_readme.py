@@ -3,13 +3,15 @@ serves with no options: the embedded SmolLM2 - so that they cannot drift from wh
 
 Every ```python block in README.md is run, in order of appearance, with the documented address
 (http://127.0.0.1:8100, or localhost) pointed at a server started here on a free port. A block that cannot run
-offline says why in an HTML comment right before it, ``<!-- not run: reason -->``, and is skipped with
-that reason. A block passes when it runs to its end: the examples print what they get, so an answer
+offline says why in an HTML comment right before it, ``<!-- not run: reason -->``: it is compiled, and
+what it imports is imported, so the names it documents exist. A block passes when it runs to its end: the examples print what they get, so an answer
 without the call they index (``tool_calls[0]``) fails them, as it would fail a reader.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -61,8 +63,27 @@ def default_server():
 
 @pytest.mark.parametrize(("line", "code", "reason"), BLOCKS, ids=[f"README.md:{line}" for line, _, _ in BLOCKS])
 def test_readme_example_runs_as_written(line, code, reason, default_server):
-    if reason is not None:
-        pytest.skip(f"not run: {reason}")
+    if reason is not None:  # cannot run offline (the reason says why): what it names must still exist
+        imports_what_it_names(code, f"README.md:{line}")
+        return
     for documented in DOCUMENTED_ADDRESSES:
         code = code.replace(documented, f"http://127.0.0.1:{default_server.port}")
     exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__readme__"})
+
+
+def imports_what_it_names(code: str, where: str) -> None:
+    """Compile ``code`` and import every module and name its imports name (an AssertionError for a missing one)."""
+    for node in ast.walk(ast.parse(code, where)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                importlib.import_module(alias.name)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            module = importlib.import_module(node.module)
+            missing = [alias.name for alias in node.names if not hasattr(module, alias.name)]
+            assert not missing, f"{where} imports {missing} from {node.module}, which has no such name"
+
+
+def test_a_block_not_run_still_names_what_exists():
+    imports_what_it_names("from llmproxy.evaluation.bfcl import load_cases\n", "example")
+    with pytest.raises(AssertionError, match="no_such_name"):
+        imports_what_it_names("from llmproxy.evaluation.bfcl import no_such_name\n", "example")

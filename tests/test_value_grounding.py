@@ -7,19 +7,21 @@ import numpy as np
 from llmproxy.backends._value_grounding import ValueGrounding
 
 PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
-          " Angeles", "San", ", ", "1", "-", "-5"]
+          " Angeles", "San", ", ", "1", "-", "-5", "Mag", "Magnus", "Man", '"b": ',
+          '{"name": "f", "arguments": {"a": ']
+CALL = '{"name": "f", "arguments": {"a": '
 TOKEN_OF = {piece: token for token, piece in enumerate(PIECES)}
 BIAS = 4.0
 
 
-def raised(request: str, *written: str) -> set[str]:
-    """The pieces the grounding raises after ``written``."""
+def raised(request: str, *written: str, by: float = BIAS) -> set[str]:
+    """The pieces the grounding raises after ``written`` (each ``by`` nats)."""
     grounding = ValueGrounding(PIECES, TOKEN_OF, request, BIAS)
     for piece in written:
         grounding.accept(TOKEN_OF[piece])
     logits = np.zeros(len(PIECES), dtype=np.float32)
     grounding.adjust(logits)
-    assert set(logits.tolist()) <= {0.0, BIAS}
+    assert set(logits.tolist()) <= {0.0, by}
     return {PIECES[token] for token in np.flatnonzero(logits)}
 
 
@@ -45,3 +47,15 @@ def test_a_string_cut_inside_a_word_of_the_request_goes_on_to_the_words_end():
 def test_keys_and_text_the_request_does_not_hold_are_left_alone():
     assert raised("Flights to Los Angeles", '{"s": "', "San") == set()
     assert raised("Los Angeles", '"', "Los", " Ang") == set()  # a string after nothing is no value
+
+
+def test_a_string_value_may_begin_a_name_of_the_request():
+    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {"Mag", "Magnus"}
+    assert raised("what is the rating of that player?", '{"s": "') == set()  # no name written
+
+
+def test_the_separator_is_raised_after_a_whole_value_while_numbers_of_the_request_are_unused():
+    assert raised("at 20 m/s for 5 seconds", CALL, "20", by=BIAS / 2) == {",", ", "}  # 5 is in no call yet
+    assert raised("at 20 m/s for 5 seconds", CALL, "20", ", ", '"b": ', "5") == set()  # all are in
+    assert raised("at 20 m/s or 200 m/s", CALL, "20") == set()  # 20 may be whole or go on to 200
+    assert raised("at 20 m/s for 5 seconds", '{"a": ', "20") == set()  # not a call's arguments

@@ -5,11 +5,14 @@ call is, and more may follow it: ``{"name": ...}, {"name": ...}`` (the json synt
 back as a list). After each call the answer either goes on (the separator, ``,``) or ends (an
 end-of-generation token). Left to itself, a small model ends after one call almost every time, whatever
 was asked. But a request that asks for several calls names values for each, and calls rarely use values
-the request does not hold; so the numbers the request writes decide first:
+the request does not hold; so the values the request writes decide first, numbers and names (runs of
+capitalised words other than a sentence's first, and quoted text) each on their own:
 
-- some are in no call yet, and the last call used one not used before: the calls are still covering the
-  request, and another follows;
-- all are used, or the last call used none not used before: the answer ends;
+- the last call used values of a kind not used before, and at least as many of that kind are in no call
+  yet: the calls are still covering the request (a call for each of Seattle, Boston and Chicago), and
+  another follows;
+- else (all are used; fewer are left than another call would use, such as the 2 of "m/s^2"; the last
+  call used none not used before): the answer ends;
 - the request writes none: the model's own margin for going on (over ending), raised by ``continue_bias``,
   decides.
 
@@ -19,6 +22,7 @@ those are held back while a call is being closed, so the choice is made on its o
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -29,6 +33,10 @@ from llmproxy.backends._json_chars import JSONChars
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
+_CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
+_CAPITALISED_RUN = re.compile(rf"(?<![\w']){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*")
+_QUOTED = re.compile(r"\"([^\"]{2,})\"|(?<!\w)'([^']{2,})'(?!\w)")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)$")
 
 
 def numbers(text: str) -> set[str]:
@@ -37,13 +45,64 @@ def numbers(text: str) -> set[str]:
 
 
 def amounts(text: str) -> set[str]:
-    """The values of the numbers written in ``text``, however written (8, 8.0; and 8 % as 0.08 too)."""
-    found = set()
-    for match in _NUMBER.finditer(text):
-        value = float(match.group().replace(",", ""))
-        found.add(f"{value:.12g}")
-        if text.startswith("%", match.end()) or text.startswith(" %", match.end()):
-            found.add(f"{value / 100:.12g}")
+    """The values of the numbers written in ``text``, however written (8, 8.0, 8.00)."""
+    return {f"{float(found.replace(',', '')):.12g}" for found in _NUMBER.findall(text)}
+
+
+def used_amounts(call: str, asked: set[str]) -> set[str]:
+    """Which of the request's ``asked`` amounts a call's text holds: as written, or as a fraction where the
+    request wrote a percentage (5 % as 0.05)."""
+    used = set()
+    for value in amounts(call):
+        used.add(value)
+        used.add(f"{float(value) * 100:.12g}")
+    return used & asked
+
+
+def names(text: str) -> set[str]:
+    """The names written in ``text``, lower-cased (``written_names``)."""
+    return {name.lower() for name in written_names(text)}
+
+
+def written_names(text: str) -> set[str]:
+    """The names written in ``text``, as written: runs of capitalised words (a sentence's first word is
+    not a name on its own: "Find" in "Find flights to Paris"; "Paris" is) and quoted text."""
+    found = {quoted for match in _QUOTED.finditer(text) for quoted in match.groups() if quoted}
+    for match in _CAPITALISED_RUN.finditer(text):
+        words = match.group().rstrip(".").split()
+        if _SENTENCE_START.search(text[:match.start()]) or words[0] == "I" or words[0].startswith("I'"):
+            words = words[1:]
+        if words and len(words[0]) > 1:  # a single letter is too weak a name: the C of 0°C
+            found.add(" ".join(words))
+    return found
+
+
+def names_in(call: str, asked: set[str]) -> set[str]:
+    """Which of the ``asked`` names a call's JSON text holds (a name inside a value, or a value inside a
+    name: "New York" for "New York City")."""
+    values = {_plain(value) for value in _strings(call) if len(value) > 1}
+    return {name for name in asked if any(_plain(name) in value or value in _plain(name) for value in values)}
+
+
+def _plain(text: str) -> str:
+    """``text`` lower-cased, its underscores spaces: Louvre_Museum is the Louvre Museum."""
+    return text.lower().replace("_", " ")
+
+
+def _strings(call: str) -> list[str]:
+    """The string values in a call's JSON text (none where it does not read as JSON)."""
+    try:
+        found, values = [], [json.loads(call)]
+    except ValueError:
+        return []
+    while values:
+        value = values.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            values.extend(value.values())
+        elif isinstance(value, list):
+            values.extend(value)
     return found
 
 
@@ -77,7 +136,8 @@ class ListContinuation:
     def __init__(self, tokens: ListTokens, pieces: Sequence[str], request: str, bias: float) -> None:
         self._tokens = tokens
         self._pieces = pieces
-        self._asked = amounts(request)
+        self._numbers = amounts(request)
+        self._names = names(request)
         self._bias = bias
         self._calls: list[str] = []  # the text of each call written
         self._call = ""  # the call being written
@@ -117,17 +177,22 @@ class ListContinuation:
                 self._call_ended = False
 
     def _coverage(self) -> int:
-        """+1 where numbers the request holds are in no call yet and the last call used one not used before;
-        -1 where all are used, the last call used none not used before, or it repeats an earlier call; 0
-        where the request holds none (and the last call is new)."""
+        """+1 where the last call used numbers (or names) of the request not used before and at least as
+        many are in no call yet; 0 where the request holds none (and the last call is new); else -1."""
         *earlier_calls, last_call = self._calls
         if last_call in earlier_calls:
             return -1
-        if not self._asked:
+        if not (self._numbers or self._names):
             return 0
-        *before, last = [amounts(call) & self._asked for call in self._calls]
-        earlier = set().union(*before)
-        return 1 if self._asked - earlier - last and last - earlier else -1
+        kinds = ((self._numbers, lambda call: used_amounts(call, self._numbers)),
+                 (self._names, lambda call: names_in(call, self._names)))
+        for asked, used_by in kinds:
+            *before, last = [used_by(call) for call in self._calls]
+            earlier = set().union(*before)
+            new, left = last - earlier, asked - earlier - last
+            if new and len(left) >= len(new):
+                return 1
+        return -1
 
 
 def _log_sum_exp(values: np.ndarray) -> float:
