@@ -370,11 +370,13 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
 
     @app.get("/v1/models", tags=["OpenAI"])
     async def models(request: Request) -> dict[str, Any]:
-        """The model names this server answers to, with the backend and wrapper behind each; in
-        Anthropic's list shape when the request carries ``anthropic-version`` (Claude Code's discovery)."""
+        """The model names this server answers to, each with its context length (``context_length``,
+        ``max_model_len``), the backend and wrapper behind it and what it takes (tools, grammars,
+        embeddings); in Anthropic's list shape when the request carries ``anthropic-version`` (Claude
+        Code's discovery), with ``max_input_tokens``."""
         service.intake.authorize(request)
         if "anthropic-version" in request.headers:
-            return anthropic_models(list(service.models.routes), service.models.created)
+            return anthropic_models(service.models.windows(), service.models.created)
         return {"object": "list", "data": service.models.cards()}
 
     @app.get("/v1/models/{model:path}", tags=["OpenAI"])
