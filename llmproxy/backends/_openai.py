@@ -118,11 +118,20 @@ def embeddings_request(inputs: Sequence[EmbeddingInput], options: EmbeddingOptio
     return body
 
 
+def pooled(embedding: list[Any]) -> list[float]:
+    """One vector: ``embedding`` itself, or the mean of its rows where a server that does not pool sends
+    one per token (llama-cpp-python's server on a generation model, llama.cpp with ``--pooling none``)."""
+    if embedding and isinstance(embedding[0], list):
+        width = len(embedding[0])
+        return [sum(float(row[i]) for row in embedding) / len(embedding) for i in range(width)]
+    return [float(value) for value in embedding]
+
+
 def parse_embeddings(payload: dict[str, Any]) -> Embedded:
     """``data`` in index order (the API lets a server answer in any order); ``usage.prompt_tokens`` where it
     counts them (text-generation-webui sends 0: not counted)."""
     entries = sorted(payload["data"], key=lambda entry: entry["index"])
-    vectors = [[float(value) for value in entry["embedding"]] for entry in entries]
+    vectors = [pooled(entry["embedding"]) for entry in entries]
     prompt_tokens = (payload.get("usage") or {}).get("prompt_tokens") or None
     return Embedded(vectors, prompt_tokens)
 

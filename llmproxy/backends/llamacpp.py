@@ -19,7 +19,7 @@ from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
 from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
-from llmproxy.backends._openai import EMBEDDINGS_PATH, embeddings_request, parse_embeddings
+from llmproxy.backends._openai import EMBEDDINGS_PATH, embeddings_request, parse_embeddings, pooled
 from llmproxy.backends.base import (
     Capabilities,
     ChatTemplate,
@@ -160,11 +160,7 @@ def parse_native_embedding(payload: Any) -> Embedded:
     """/embedding's answer to one input: ``{"embedding": [...]}`` (servers before December 2024), or
     ``[{"index": 0, "embedding": [[...]]}]``: one vector when the server pools, one per token with
     ``--pooling none`` (averaged here, as mean pooling does)."""
-    if isinstance(payload, dict):
-        return Embedded([[float(value) for value in payload["embedding"]]])
-    rows = payload[0]["embedding"]
-    width = len(rows[0])
-    return Embedded([[sum(float(row[i]) for row in rows) / len(rows) for i in range(width)]])
+    return Embedded([pooled(payload["embedding"] if isinstance(payload, dict) else payload[0]["embedding"])])
 
 
 class LlamaCppBackend(HTTPBackend):

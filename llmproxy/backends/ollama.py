@@ -101,6 +101,7 @@ class OllamaBackend(HTTPBackend):
     default_port = 11434
     capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, json_schema=True, embeddings=True)
     endpoint_suffixes = ("/v1", "/api")
+    embedding_dimensions_field = True  # Ollama 0.12+ shortens vectors; an older one ignores the field
     model_hint = "e.g. model='dolphin2.2-mistral:7b-q6_K'; `ollama list` shows the models you have"
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:

@@ -33,7 +33,8 @@ class EmbeddingInfo(BaseModel):
     dimensions: int
     estimated_usage: bool = False  # the backend counted no tokens: ``usage`` is tiktoken's estimate
     fallbacks: list[Fallback] = Field(default_factory=list)
-    escalated_from: Fallback | None = None  # never set: an embedding is not escalated (the server's loop reads it)
+    # Set by the server's loop for every answer; an embedding is never escalated, so it is left out.
+    escalated_from: Fallback | None = Field(default=None, exclude=True)
 
 
 class EmbeddingsResponse(BaseModel):
