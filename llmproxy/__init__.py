@@ -31,7 +31,8 @@ from llmproxy.errors import (
     UnsupportedMediaTypeError,
     UnsupportedRequestError,
 )
-from llmproxy.embeddings import EmbeddingsResponse, get_embeddings
+from llmproxy.embeddings import get_embeddings
+from llmproxy.faces.embeddings import EmbeddingsResponse
 from llmproxy.proxy import chat_completion, get_chat_completion
 from llmproxy.repair import Repaired, repair_json  # llmproxy.repair.repair() also reports the repairs
 from llmproxy.prompts import load_wrapper, wrapper_specs

@@ -1,5 +1,5 @@
-"""An embedding request read and checked (llmproxy.embeddings.request), and vectors written as the request
-asks (llmproxy.embeddings.response): pure, no server, no model."""
+"""An embedding request read and checked (llmproxy.faces.embeddings.request), and vectors written as the
+request asks (llmproxy.faces.embeddings.response): pure, no server, no model."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from llmproxy.embeddings import MAX_INPUTS, EmbeddingRequest, read_embedding_request
-from llmproxy.embeddings.response import encoded
+from llmproxy.faces.embeddings import MAX_INPUTS, EmbeddingRequest, encoded, read_embedding_request
 from llmproxy.errors import InvalidRequestError
 
 

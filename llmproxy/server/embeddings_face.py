@@ -1,4 +1,5 @@
-"""POST /v1/embeddings: OpenAI's embeddings API (llmproxy.embeddings), served like a generation.
+"""POST /v1/embeddings: OpenAI's embeddings API (llmproxy.faces.embeddings, llmproxy.embeddings), served
+like a generation.
 
 The request is read and checked against its route when it arrives (whether the model embeds, the
 ``dimensions`` it can give), then takes a place in its model's lane (llmproxy.server.admission: the same
@@ -14,17 +15,17 @@ from typing import Any
 
 from starlette.requests import Request
 
-from llmproxy.embeddings import (EmbeddingRequest, EmbeddingsResponse, check_route, embeddings_response, options,
-                                 read_embedding_request)
-from llmproxy.errors import LLMProxyError
+from llmproxy.embeddings import check_route, options
+from llmproxy.faces.embeddings import EmbeddingRequest, EmbeddingsResponse, embeddings_response, read_embedding_request
 from llmproxy.route import Route
-from llmproxy.server.disconnects import watching
+from llmproxy.server.disconnects import Watch
 from llmproxy.server.endpoints import OpenAIFace, Served
 from llmproxy.server.lanes import Lane
 from llmproxy.server.request_log import RequestLog
+from llmproxy.server.responses import admitted
 
 EMBEDDINGS_PATH = "/v1/embeddings"
-# The body as /docs shows it (read by llmproxy.embeddings.request, which says what is wrong in detail).
+# The body as /docs shows it (read by llmproxy.faces.embeddings, which says what is wrong in detail).
 EMBEDDINGS_BODY: dict[str, Any] = {
     "type": "object",
     "required": ["input"],
@@ -41,7 +42,8 @@ EMBEDDINGS_BODY: dict[str, Any] = {
 
 
 class EmbeddingsJob(OpenAIFace):
-    """One embedding request on its route (the app's ``Generation``, with no stages: it never streams)."""
+    """One embedding request on its route (the app's ``Generation``, with no stages: it never streams, and
+    its answer is never unusable, so it gets no second chance)."""
 
     endpoint = "embeddings"
     stream = False
@@ -61,19 +63,15 @@ class EmbeddingsJob(OpenAIFace):
     def on_route(self, route: Route) -> EmbeddingsJob:
         return EmbeddingsJob(self.request, route)
 
+    def retry(self, error: Exception) -> bool:
+        return False
+
 
 async def answer_embeddings(request: Request, lane: Lane, job: EmbeddingsJob, log: RequestLog) -> EmbeddingsResponse:
     """The embeddings, once the lane lets the request in; a pool member that fails hands it to another."""
-    async with watching(request) as watch:
-        slot = await watch.enter(lane.admission)
-        try:
-            while True:
-                try:
-                    embedded = await lane.embed(job.request.inputs, options(job.request), watch, log)
-                    return embeddings_response(job.request, job.route, embedded)
-                except LLMProxyError as exc:
-                    if not lane.retry_elsewhere(exc):
-                        raise
-                    log.moved(exc)
-        finally:
-            slot.release()
+
+    async def attempt(watch: Watch) -> EmbeddingsResponse:
+        embedded = await lane.embed(job.request.inputs, options(job.request), watch, log)
+        return embeddings_response(job.request, job.route.name, job.route.backend.name, embedded)
+
+    return await admitted(request, lane, job, log, attempt)

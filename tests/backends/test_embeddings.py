@@ -235,33 +235,27 @@ def test_an_ollama_older_than_api_embed_is_asked_at_api_embeddings(fake):
                                                          {"model": protocol_fake.model, "prompt": "beta"}]
 
 
-def test_an_ollama_model_that_is_missing_stays_an_error(fake):
-    _, model = served(fake, "ollama")
-    serve_embeddings(fake, "/api/embed", lambda body: {"error": "model \"nomic-embed-text\" not found, try pulling it first"},
-                     status=404)
+EMPTY_VECTOR = {**openai_list([], "koboldcpp/nomic-embed"), "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                "data": [{"object": "embedding", "index": 0, "embedding": []}]}
+
+
+@pytest.mark.parametrize(("backend", "path", "reply", "status", "answered", "words"), [
+    # A model Ollama lacks stays the backend's error, not the client's.
+    ("ollama", "/api/embed", {"error": 'model "nomic-embed-text" not found, try pulling it first'}, 404, 502,
+     "try pulling it"),
+    # An input too long (truncate is off) is the client's 400, in Ollama's words.
+    ("ollama", "/api/embed", {"error": "the input length exceeds the context length"}, 400, 400,
+     "exceeds the context length"),
+    # koboldcpp answers an input over its embedding context with an empty vector: an error, never an embedding.
+    ("koboldcpp", "/v1/embeddings", EMPTY_VECTOR, 200, 502, "within its context"),
+], ids=["ollama-model-missing", "ollama-input-too-long", "koboldcpp-empty-vector"])
+def test_a_backends_refusal_is_answered_in_openais_envelope(fake, backend, path, reply, status, answered, words):
+    _, model = served(fake, backend)
+    serve_embeddings(fake, path, lambda body: reply, status=status)
     with proxy({"m": model}) as (client, _):
         with pytest.raises(openai.APIStatusError) as failed:
             client.embeddings.create(model="m", input="alpha", encoding_format="float")
-    assert failed.value.status_code == 502 and "try pulling it" in failed.value.body["message"]
-
-
-def test_an_input_too_long_for_ollama_is_a_400_in_its_words(fake):
-    _, model = served(fake, "ollama")
-    serve_embeddings(fake, "/api/embed", lambda body: {"error": "the input length exceeds the context length"}, status=400)
-    with proxy({"m": model}) as (client, _):
-        with pytest.raises(openai.BadRequestError) as refused:
-            client.embeddings.create(model="m", input="word " * 5000, encoding_format="float")
-    assert "exceeds the context length" in refused.value.body["message"]
-
-
-def test_an_empty_vector_from_koboldcpp_is_an_error_not_an_embedding(fake):
-    _, model = served(fake, "koboldcpp")
-    serve_embeddings(fake, "/v1/embeddings", lambda body: {**openai_list([], "k"), "data": [
-        {"object": "embedding", "index": 0, "embedding": []}], "usage": {"prompt_tokens": 0, "total_tokens": 0}})
-    with proxy({"m": model}) as (client, _):
-        with pytest.raises(openai.APIStatusError) as failed:
-            client.embeddings.create(model="m", input="alpha", encoding_format="float")
-    assert failed.value.status_code == 502 and "within its context" in failed.value.body["message"]
+    assert failed.value.status_code == answered and words in failed.value.body["message"]
 
 
 def test_a_backend_without_an_embedding_endpoint_is_a_400_naming_those_with_one(fake):
