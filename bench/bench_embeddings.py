@@ -6,7 +6,9 @@ through llmproxy (its ``llamacpp`` backend).
     passages   100 short sentences (8-12 words), the same every run
     batch      all 100 in one POST /v1/embeddings
     one each   100 POSTs of one passage, one after another
-    each       the median of --rounds rounds (default 3), after one request that loads the model
+    each       the median of --rounds rounds (default 3), after one request that loads the model; every
+               server runs throughout and the rounds alternate between them, so that a machine busy with
+               other work slows them alike
 
 Every server gets the same threads (--threads, default all cores), a 2048-token context and batch.
 llama-cpp-python's server names no pooling for a model whose file names none, so it answers one vector
@@ -28,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -78,33 +80,25 @@ def started(command: list[str], health: str, log_name: str) -> Iterator[None]:
         log.close()
 
 
-def timed(base: str, rounds: int) -> tuple[float, float]:
-    """Median seconds for the 100 passages in one request, and in 100 requests."""
-    with httpx.Client(base_url=base, timeout=600) as http:
-        def post(inputs: list[str]) -> None:
-            response = http.post("/embeddings", json={"model": "m", "input": inputs, "encoding_format": "float"})
-            response.raise_for_status()
-            assert len(response.json()["data"]) == len(inputs)
-
-        post(["warm up"])
-
-        def batch() -> None:
-            post(PASSAGES)
-
-        def one_each() -> None:
-            for passage in PASSAGES:
-                post([passage])
-
-        return median(batch, rounds), median(one_each, rounds)
+def post(http: httpx.Client, inputs: list[str]) -> None:
+    response = http.post("/embeddings", json={"model": "m", "input": inputs, "encoding_format": "float"})
+    response.raise_for_status()
+    assert len(response.json()["data"]) == len(inputs)
 
 
-def median(run: Callable[[], None], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        begun = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - begun)
-    return statistics.median(times)
+def batch(http: httpx.Client) -> None:
+    post(http, PASSAGES)
+
+
+def one_each(http: httpx.Client) -> None:
+    for passage in PASSAGES:
+        post(http, [passage])
+
+
+def seconds(run: Callable[[httpx.Client], None], http: httpx.Client) -> float:
+    begun = time.perf_counter()
+    run(http)
+    return time.perf_counter() - begun
 
 
 def llmproxy_serve(port: int, *options: str) -> list[str]:
@@ -119,35 +113,44 @@ def main() -> None:
     args = parser.parse_args()
     gguf = str(bundled_model_path())
     os.environ["OMP_THREAD_LIMIT"] = str(args.threads)  # llmproxy's embedded model uses every core it may
-    rows: list[tuple[str, float, float]] = []
-
-    port = free_port()
-    with started(llmproxy_serve(port), f"http://127.0.0.1:{port}/health", "bench-llmproxy.log"):
-        rows.append(("llmproxy serve (embedded)", *timed(f"http://127.0.0.1:{port}/v1", args.rounds)))
-
-    port = free_port()
     threads = str(args.threads)
-    command = [sys.executable, "-c", WITHOUT_AMX, "--model", gguf, "--embedding", "true", "--port", str(port),
-               "--n_ctx", "2048", "--n_batch", "2048", "--n_ubatch", "2048", "--n_threads", threads,
-               "--n_threads_batch", threads]
-    with started(command, f"http://127.0.0.1:{port}/v1/models", "bench-llama-cpp-python.log"):
-        rows.append(("llama-cpp-python server", *timed(f"http://127.0.0.1:{port}/v1", args.rounds)))
-
+    servers: list[tuple[str, list[str], str, str]] = []  # name, command, health URL, API base
+    port = free_port()
+    servers.append(("llmproxy serve (embedded)", llmproxy_serve(port), f"http://127.0.0.1:{port}/health",
+                    f"http://127.0.0.1:{port}/v1"))
+    port = free_port()
+    servers.append(("llama-cpp-python server",
+                    [sys.executable, "-c", WITHOUT_AMX, "--model", gguf, "--embedding", "true", "--port", str(port),
+                     "--n_ctx", "2048", "--n_batch", "2048", "--n_ubatch", "2048", "--n_threads", threads,
+                     "--n_threads_batch", threads],
+                    f"http://127.0.0.1:{port}/v1/models", f"http://127.0.0.1:{port}/v1"))
     if args.llama_server:
         port, proxy_port = free_port(), free_port()
-        command = [args.llama_server, "-m", gguf, "--embeddings", "--pooling", "mean", "--no-repack", "--port",
-                   str(port), "-c", "2048", "-b", "2048", "-ub", "2048", "-t", threads, "-tb", threads]
-        with started(command, f"http://127.0.0.1:{port}/health", "bench-llama-server.log"):
-            rows.append(("llama-server", *timed(f"http://127.0.0.1:{port}/v1", args.rounds)))
-            proxied = llmproxy_serve(proxy_port, "--backend", "llamacpp", "--endpoint",
-                                     f"http://127.0.0.1:{port}")
-            with started(proxied, f"http://127.0.0.1:{proxy_port}/health", "bench-llmproxy-llamacpp.log"):
-                rows.append(("llmproxy -> llama-server", *timed(f"http://127.0.0.1:{proxy_port}/v1", args.rounds)))
+        servers.append(("llama-server",
+                        [args.llama_server, "-m", gguf, "--embeddings", "--pooling", "mean", "--no-repack", "--port",
+                         str(port), "-c", "2048", "-b", "2048", "-ub", "2048", "-t", threads, "-tb", threads],
+                        f"http://127.0.0.1:{port}/health", f"http://127.0.0.1:{port}/v1"))
+        servers.append(("llmproxy -> llama-server",
+                        llmproxy_serve(proxy_port, "--backend", "llamacpp", "--endpoint", f"http://127.0.0.1:{port}"),
+                        f"http://127.0.0.1:{proxy_port}/health", f"http://127.0.0.1:{proxy_port}/v1"))
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, *_ in servers}
+    with ExitStack() as stack:
+        clients = {}
+        for name, command, health, base in servers:  # in order: llmproxy -> llama-server needs llama-server up
+            stack.enter_context(started(command, health, f"bench-{len(clients)}.log"))
+            clients[name] = stack.enter_context(httpx.Client(base_url=base, timeout=900))
+            post(clients[name], ["warm up"])  # the model loaded
+        # Rounds alternate between the servers, so that a machine busy with other work slows them alike.
+        for _ in range(args.rounds):
+            for name, http in clients.items():
+                times[name][0].append(seconds(batch, http))
+                times[name][1].append(seconds(one_each, http))
+    rows = [(name, statistics.median(whole), statistics.median(each)) for name, (whole, each) in times.items()]
 
     print(f"100 short passages, median of {args.rounds} rounds, {args.threads} thread(s), {Path(gguf).name}")
     print(f"{'server':<28} {'one request':>12} {'100 requests':>13}")
-    for name, batch, one_each in rows:
-        print(f"{name:<28} {batch:>10.2f} s {one_each:>11.2f} s")
+    for name, whole, each in rows:
+        print(f"{name:<28} {whole:>10.2f} s {each:>11.2f} s")
 
 
 if __name__ == "__main__":

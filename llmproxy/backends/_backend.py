@@ -230,7 +230,7 @@ class HTTPBackend(Backend, AsyncBackend):
         while True:
             exchanges = self._embedding_exchanges(inputs, options)
             try:
-                return self._joined(len(inputs), [self.http.post(exchange) for exchange in exchanges])
+                return self._joined(len(inputs), options, [self.http.post(exchange) for exchange in exchanges])
             except BackendHTTPError as exc:
                 if not self.embedding_fallback(exc):
                     raise refused_input(exc) from exc
@@ -240,22 +240,25 @@ class HTTPBackend(Backend, AsyncBackend):
         while True:
             exchanges = self._embedding_exchanges(inputs, options)
             try:
-                return self._joined(len(inputs), [await self.ahttp.answer(exchange) for exchange in exchanges])
+                return self._joined(len(inputs), options,
+                                    [await self.ahttp.answer(exchange) for exchange in exchanges])
             except BackendHTTPError as exc:
                 if not self.embedding_fallback(exc):
                     raise refused_input(exc) from exc
 
-    def _joined(self, expected: int, parts: list[Embedded]) -> Embedded:
-        """The answers to one request's batches as one, checked to hold a vector per input."""
+    def _joined(self, expected: int, options: EmbeddingOptions, parts: list[Embedded]) -> Embedded:
+        """The answers to one request's batches as one, checked to hold a vector per input; the model's own
+        length learned from an answer of full vectors."""
         vectors = [vector for part in parts for vector in part.vectors]
         if len(vectors) != expected or any(not vector for vector in vectors):
             raise BackendProtocolError(
                 f"{self.name} at {self.endpoint} answered {len(vectors)} embeddings (empty ones included) for"
                 f" {expected} inputs; is its embedding model loaded, and every input within its context?",
                 backend=self.name, url=self.endpoint)
-        counts = [part.prompt_tokens for part in parts]
-        self._embedding_length = len(vectors[0])
-        return Embedded(vectors, None if None in counts else sum(counts))  # type: ignore[arg-type]
+        if options.dimensions is None:
+            self._embedding_length = len(vectors[0])
+        counts = [part.prompt_tokens for part in parts if part.prompt_tokens is not None]
+        return Embedded(vectors, sum(counts) if len(counts) == len(parts) else None)
 
     def embedding_dimensions(self) -> int | None:
         return self._embedding_length
