@@ -40,9 +40,9 @@ def embed(request: EmbeddingRequest, route: Route) -> EmbeddingsResponse:
     return embeddings_response(request, route.name, route.backend.name, embedded)
 
 
-def get_embeddings(input: Any, *, model: str | None = None, endpoint_type: str = "embedded",  # noqa: A002 - OpenAI's name
-                   endpoint: str | None = None, encoding_format: str = "float", dimensions: int | None = None,
-                   auth_type: str | None = None, auth_key: str | None = None,
+def get_embeddings(input: Any, *, model: str | None = None,  # noqa: A002 - ``input``: OpenAI's name
+                   endpoint_type: str = "embedded", endpoint: str | None = None, encoding_format: str = "float",
+                   dimensions: int | None = None, auth_type: str | None = None, auth_key: str | None = None,
                    backend_options: dict[str, Any] | None = None) -> EmbeddingsResponse:
     """Embed ``input`` (a string, a list of strings, token ids or lists of them, as OpenAI's API takes it)
     with a local model: by default the embedded backend's bundled model (``model``: a GGUF path there;

@@ -44,7 +44,8 @@ class EmbeddingLlama(Llama):
             self._ctx.kv_cache_clear()
             self._ctx.decode(self._batch)
             self._batch.reset()
-            vectors.extend(normalized(llama_get_embeddings_seq(self._ctx.ctx, seq)[:width]) for seq in range(len(sizes)))
+            for seq in range(len(sizes)):
+                vectors.append(normalized(llama_get_embeddings_seq(self._ctx.ctx, seq)[:width]))
             sizes.clear()
 
         self._batch.reset()
@@ -109,8 +110,9 @@ class EmbeddingModel:
         return tokens
 
     def _too_long(self, index: int, size: str) -> InvalidRequestError:
-        return InvalidRequestError(f"input[{index}] is {size}; the {self.name} model embeds at most {EMBEDDING_CONTEXT} "
-                                   "tokens per input: split it into shorter passages", param="input")
+        return InvalidRequestError(f"input[{index}] is {size}; the {self.name} model embeds at most "
+                                   f"{EMBEDDING_CONTEXT} tokens per input: split it into shorter passages",
+                                   param="input")
 
     def embed(self, inputs: Sequence[EmbeddingInput]) -> tuple[list[list[float]], int]:
         """The inputs' vectors, and the tokens they held."""

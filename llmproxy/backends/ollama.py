@@ -101,7 +101,8 @@ class OllamaBackend(HTTPBackend):
     default_port = 11434
     capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, json_schema=True, embeddings=True)
     endpoint_suffixes = ("/v1", "/api")
-    embedding_dimensions_field = True  # Ollama 0.12+ shortens vectors; an older one ignores the field
+    # Current Ollama shortens vectors (its docs name the field); an older one ignores it.
+    embedding_dimensions_field = True
     model_hint = "e.g. model='dolphin2.2-mistral:7b-q6_K'; `ollama list` shows the models you have"
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:

@@ -75,7 +75,8 @@ def embed(
             labelled(console, f"[{index}]", f"{len(vector)} dimensions [{values}, ...]  {text[:60]!r}")
         for first in range(len(vectors)):
             for second in range(first + 1, len(vectors)):
-                labelled(console, "similarity", f"[{first}] ~ [{second}]  {cosine(vectors[first], vectors[second]):.3f}")
+                similarity = cosine(vectors[first], vectors[second])
+                labelled(console, "similarity", f"[{first}] ~ [{second}]  {similarity:.3f}")
 
 
 def cosine(one: list[float], other: list[float]) -> float:

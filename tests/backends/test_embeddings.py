@@ -191,7 +191,8 @@ def test_dimensions_a_backend_ignored_are_a_400_saying_the_length(fake):
         with pytest.raises(openai.BadRequestError) as refused:
             client.embeddings.create(model="m", input="alpha", dimensions=2, encoding_format="float")
     assert embedding_bodies(fake, protocol.path)[0]["dimensions"] == 2
-    assert refused.value.body["param"] == "dimensions" and "gives 3-dimensional embeddings" in refused.value.body["message"]
+    assert refused.value.body["param"] == "dimensions"
+    assert "gives 3-dimensional embeddings" in refused.value.body["message"]
 
 
 def test_dimensions_a_backend_cannot_give_are_refused_before_it_is_asked_once_its_length_is_known(fake):
@@ -203,7 +204,8 @@ def test_dimensions_a_backend_cannot_give_are_refused_before_it_is_asked_once_it
         with pytest.raises(openai.BadRequestError) as refused:
             client.embeddings.create(model="m", input="beta", dimensions=2, encoding_format="float")
         card = client.models.retrieve("m").model_extra
-    assert len(embedding_bodies(fake, protocol.path)) == 1 and "cannot shorten them to 2" in refused.value.body["message"]
+    assert len(embedding_bodies(fake, protocol.path)) == 1
+    assert "cannot shorten them to 2" in refused.value.body["message"]
     assert card["llmproxy"]["capabilities"] == {"tools": True, "grammar": False, "embeddings": True,
                                                 "embedding_dimensions": 3}
     assert card["context_length"] == card["max_model_len"] == 4096  # LM Studio's /api/v0/models says so
@@ -283,7 +285,8 @@ def test_a_pool_member_that_fails_hands_the_embedding_to_another(fake):
         # Idle members tie, and a tie goes to the larger: the failing one is asked first.
         pool = PoolSpec((MemberSpec("broken", broken, weight=2), MemberSpec("up", up)))
         with proxy({"m": up}, pools={"m": pool}) as (client, server):
-            answers = [client.embeddings.create(model="m", input=f"text {i}", encoding_format="float") for i in range(3)]
+            answers = [client.embeddings.create(model="m", input=f"text {i}", encoding_format="float")
+                       for i in range(3)]
             metrics = httpx.get(server.base_url.removesuffix("/v1") + "/metrics").text
     finally:
         failing_server.stop()
