@@ -12,10 +12,12 @@ tell (the model it serves, its context window, its chat template, vLLM's grammar
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from llmproxy.errors import UnsupportedRequestError
 
 if TYPE_CHECKING:
     from llmproxy.syntaxes.base import GrammarChoice, LazyGrammar
@@ -120,6 +122,28 @@ class Capabilities:
     json_schema: bool = False  # accepts a JSON schema as a constraint (Ollama's ``format``)
     concurrent: bool = True  # serves several generations at once (False: one at a time, callers queue)
     logprobs: bool = False  # reports each generated token's log probability (and the top alternatives)
+    embeddings: bool = False  # has an embedding endpoint (``Backend.embed``)
+    embedding_tokens: bool = False  # embeds token ids as well as text
+
+
+# One input to embed: a text, or the token ids of one (OpenAI's ``input`` takes both).
+EmbeddingInput = str | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EmbeddingOptions:
+    """What an embedding request asks besides its inputs: ``dimensions`` passed to servers whose protocol
+    shortens vectors (vLLM, Ollama); the answer is checked against it either way."""
+
+    dimensions: int | None = None
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A backend's embeddings, one vector per input in order; ``prompt_tokens`` None where it reports none."""
+
+    vectors: list[list[float]]
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +222,14 @@ class Backend(abc.ABC):
         """Ask the backend now whether it is up and what it serves; never raises for a server that is down."""
         return ProbeResult(backend=self.name, url=None, up=True)
 
+    def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        """One vector per input, by the backend's embedding model (``capabilities.embeddings``)."""
+        raise no_embeddings(self.name)
+
+    def embedding_dimensions(self) -> int | None:
+        """The length of this backend's embeddings, where known (read from the model, or from an answer)."""
+        return None
+
     def close(self) -> None:
         """Release connections or other resources."""
 
@@ -223,6 +255,18 @@ class AsyncBackend(abc.ABC):
     @abc.abstractmethod
     async def acount_tokens(self, text: str) -> int | None:
         """``Backend.count_tokens``, awaited."""
+
+    async def aembed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        """``Backend.embed``, awaited."""
+        raise no_embeddings(getattr(self, "name", "this"))
+
+
+def no_embeddings(backend: str) -> UnsupportedRequestError:
+    from llmproxy.backends import backends_with  # the registry imports this module
+
+    return UnsupportedRequestError(
+        f"the {backend} backend has no embedding endpoint; serve embeddings from a model on one that has"
+        f" ({', '.join(backends_with('embeddings'))})", param="model")
 
     async def aclose(self) -> None:
         """Release what the event loop holds (connections)."""

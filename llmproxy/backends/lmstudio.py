@@ -3,7 +3,7 @@ user message to /v1/chat/completions (``lmstudio-legacy``).
 
 LM Studio takes no grammar. MemGPT's ``input_prefix``/``lmstudio.context_overflow_policy`` extensions are
 not sent: current versions reject the numeric policy. The context size is only found in the native
-/api/v0/models listing.
+/api/v0/models listing. Embeddings: OpenAI's POST /v1/embeddings, texts only, by the embedding model named.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def loaded_context_length(payload: dict[str, Any], model: str | None) -> int | N
 class LMStudioBackend(OpenAICompletionsBackend):
     name = "lmstudio"
     default_port = 1234
-    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False)
+    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, embeddings=True)
     samplers = sampler_names("top_k", "repeat_penalty", "presence_penalty", "frequency_penalty")  # as its docs list
 
     def _probe(self) -> ProbeResult:

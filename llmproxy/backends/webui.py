@@ -4,6 +4,8 @@ the blocking API removed in November 2023 (``webui-legacy``, POST /api/v1/genera
 Both take a GBNF grammar as ``grammar_string`` and a per-request context size as ``truncation_length``
 (sent when a context window is configured; otherwise the server's UI setting applies). The legacy API
 streamed over a separate WebSocket, which is not supported: ``webui-legacy`` answers in one piece.
+``webui`` embeds texts at its OpenAI-compatible POST /v1/embeddings (by its own sentence-transformers
+model, whatever the request names; it counts no tokens).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ LEGACY_SAMPLER_NAMES = sampler_names("top_k", "typical_p", "mirostat_tau", "miro
 class WebUIBackend(OpenAICompletionsBackend):
     name = "webui"
     default_port = 5000
-    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, embeddings=True)
     grammar_key = "grammar_string"
     samplers = SAMPLER_NAMES
 
