@@ -31,6 +31,8 @@ from llmproxy.errors import (
     UnsupportedMediaTypeError,
     UnsupportedRequestError,
 )
+from llmproxy.embeddings import get_embeddings
+from llmproxy.faces.embeddings import EmbeddingsResponse
 from llmproxy.proxy import chat_completion, get_chat_completion
 from llmproxy.repair import Repaired, repair_json  # llmproxy.repair.repair() also reports the repairs
 from llmproxy.prompts import load_wrapper, wrapper_specs
@@ -51,6 +53,7 @@ __all__ = [
     "ChatRequest",
     "ConfigurationError",
     "ContextWindowExceededError",
+    "EmbeddingsResponse",
     "FunctionCallError",
     "GrammarError",
     "HeadersTooLargeError",
@@ -74,6 +77,7 @@ __all__ = [
     "build_route",
     "chat_completion",
     "get_chat_completion",
+    "get_embeddings",
     "load_wrapper",
     "repair_json",
     "wrapper_specs",

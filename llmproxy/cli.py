@@ -42,7 +42,8 @@ def serve(
     config: Annotated[Path | None, typer.Option(
         "--config", envvar="LLMPROXY_CONFIG", show_default=False,
         help="TOML file of named models, one [models.NAME] table each with backend, endpoint, model, "
-             "wrapper, syntax, grammar, decide, context_window, settings, auth_type, auth_key, max_running, max_queue, "
+             "wrapper, syntax, grammar, decide, context_window, preset, settings, auth_type, auth_key, max_running, "
+             "max_queue, "
              "retries, "
              "connect_timeout, first_token_timeout, read_timeout, fallbacks, escalate_to, and for a pool of "
              "interchangeable endpoints members, sticky_imbalance, poll_interval (and "
@@ -67,6 +68,7 @@ def serve(
     grammar: opt.Grammar = None,
     decide: opt.Decide = None,
     context_window: opt.ContextWindow = None,
+    preset: opt.Preset = None,
     max_running: Annotated[int | None, typer.Option(
         "--max-running", min=1, show_default=False,
         help="Requests the model runs at once. Default: 32; the embedded model runs one at a time.")] = None,
@@ -161,7 +163,7 @@ def serve(
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     flags = {"backend": backend, "endpoint": endpoint, "model": model, "wrapper": wrapper, "syntax": syntax,
              "grammar": grammar, "decide": decide,
-             "context_window": context_window, "max_running": max_running, "max_queue": max_queue,
+             "context_window": context_window, "preset": preset, "max_running": max_running, "max_queue": max_queue,
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}
     try:
@@ -184,8 +186,9 @@ def serve(
     if config is not None:  # kill -HUP reads the file again (llmproxy.server.reload)
         reload_on_sighup(server_app, lambda: serving(config, {}))
     for name, route in routes.items():
-        log.info("model %r: backend %s, wrapper %s, grammar %s, tool_choice auto decided %s, context %d tokens",
-                 name, route.backend.name, route.wrapper.name, route.grammar, route.decide, route.context_window)
+        log.info("model %r: backend %s, wrapper %s, grammar %s, tool_choice auto decided %s, context %d tokens%s",
+                 name, route.backend.name, route.wrapper.name, route.grammar, route.decide, route.context_window,
+                 f", settings preset {route.preset}" if route.preset else "")
     log.info("OpenAI base URL: http://%s:%d/v1 (docs at /docs, inspector at /inspect%s)", listen_host, listen_port,
              ", capturing request bodies" if capture or server.capture else "")
     connection_flags = {"idle_timeout": idle_timeout, "header_timeout": header_timeout, "body_timeout": body_timeout,
@@ -203,7 +206,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-register_commands(app)  # wrappers, render, try, chat, eval, bfcl, probe
+register_commands(app)  # wrappers, settings, render, try, chat, eval, bfcl, probe
 
 
 def main() -> None:

@@ -1,16 +1,18 @@
 """A GGUF file read without its weights: llama.cpp loads the vocabulary and the metadata only (a
-fraction of a second). The one reader of GGUF metadata, for two needs:
+fraction of a second). The one reader of GGUF metadata, for three needs:
 
 * ``gguf_chat_template``: what a model's file says about its prompt format, the chat template
   (``tokenizer.chat_template``, and the ``tool_use`` variant some models add) and the texts of its BOS
   and EOS tokens, which Hugging Face templates refer to as ``bos_token`` and ``eos_token``; the
   vocabulary is freed once they are read (the embedded backend makes its ``ChatTemplate`` of them);
 * ``kept_vocabulary``: a vocabulary kept for the process's lifetime, which llama.cpp needs to parse a
-  grammar (the grammar stage checks every grammar with the bundled model's).
+  grammar (the grammar stage checks every grammar with the bundled model's);
+* ``gguf_embedding_facts``: the length of the model's embeddings, and the pooling its file names, if any.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 from collections.abc import Iterator
@@ -21,7 +23,8 @@ from typing import Any, NamedTuple
 
 from llmproxy.errors import ConfigurationError
 
-__all__ = ["BUNDLED_MODEL_FILE", "GGUFTemplate", "bundled_model_path", "gguf_chat_template", "kept_vocabulary"]
+__all__ = ["BUNDLED_MODEL_FILE", "EmbeddingFacts", "GGUFTemplate", "bundled_model_path", "gguf_chat_template",
+           "gguf_embedding_facts", "kept_vocabulary"]
 
 BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -62,6 +65,37 @@ def gguf_chat_template(path: Path) -> GGUFTemplate | None:
                             _token_text(vocab, llama_cpp.llama_vocab_eos(vocab)), _template(model, b"tool_use"))
     finally:
         llama_cpp.llama_model_free(model)
+
+
+class EmbeddingFacts(NamedTuple):
+    """What a GGUF file's metadata says of the embeddings its model gives."""
+
+    length: int | None  # ``<arch>.embedding_length``: the hidden size, which pooled embeddings have
+    pooling: int | None  # ``<arch>.pooling_type`` (llama.cpp's enum: 1 mean, 2 cls, 3 last); None: not named
+
+
+@cache
+def gguf_embedding_facts(path: Path) -> EmbeddingFacts:
+    """The embedding facts of the GGUF model at ``path``; read once per file."""
+    import llama_cpp
+
+    model = _load(path)
+    try:
+        architecture = _metadata(model, b"general.architecture")
+        length = _metadata(model, f"{architecture}.embedding_length".encode())
+        pooling = _metadata(model, f"{architecture}.pooling_type".encode())
+        return EmbeddingFacts(int(length) if length else None, int(pooling) if pooling else None)
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
+def _metadata(model: Any, key: bytes) -> str | None:
+    import llama_cpp
+
+    value = ctypes.create_string_buffer(256)
+    if llama_cpp.llama_model_meta_val_str(model, key, value, len(value)) < 0:
+        return None
+    return value.value.decode("utf-8", errors="replace")
 
 
 @cache

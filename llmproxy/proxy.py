@@ -170,7 +170,7 @@ def plan_draft(drafted: Draft, prompt_tokens: TokenCount) -> Plan:
         )
         if value is not None
     }
-    settings = deep_merge(route.base_settings, from_request)
+    settings = deep_merge(route.settings_for(request.preset), from_request)
     settings.update(drafted.constraint.settings())
     settings["stop"] = list(dict.fromkeys([*rendered.stop, *(settings.get("stop") or []), *request.stop_list()]))
     settings["max_tokens"] = min(settings.get("max_tokens") or room, room)  # the answer must fit too
@@ -541,6 +541,7 @@ def get_chat_completion(
     function_correction: bool = True,
     grammar: str | None = None,
     settings: dict[str, Any] | None = None,
+    preset: str | None = None,
     auth_type: str | None = None,
     auth_key: str | None = None,
     backend_options: dict[str, Any] | None = None,
@@ -560,6 +561,9 @@ def get_chat_completion(
     before the error is raised. ``decide``: how ``tool_choice: "auto"`` is decided, ``"free"`` (the model
     writes text or a call as it likes) or ``"choose"`` (its first step is a choice between calling and
     answering); default: ``choose`` on the bundled SmolLM2, ``free`` elsewhere (llmproxy.decide).
+    ``preset``: a settings preset (``llmproxy settings`` lists them). Generation settings are layered: the
+    backend's defaults, the user settings file, the preset, ``settings``, then the request's own fields
+    (``temperature``, ``top_p``, ``seed``, ``max_tokens``, ``stop``).
     """
     _check_library_input(messages, request_fields)
     if not isinstance(first_message, bool):
@@ -578,6 +582,7 @@ def get_chat_completion(
         grammar=grammar,
         context_window=context_window,
         settings=settings,
+        preset=preset,
         function_correction=function_correction,
         auth_type=auth_type,
         auth_key=auth_key,

@@ -17,7 +17,8 @@ from llmproxy.backends.embedded import DEFAULT_MODEL_FILE
 from llmproxy.decide import DecideMode, check_decide, route_decide
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.prompts import AUTO, NAME_A_WRAPPER, Resolved, Wrapper, backend_wrapper, load_wrapper
-from llmproxy.settings import resolve_settings
+from llmproxy.presets import load_preset
+from llmproxy.settings import layered_settings, user_settings
 from llmproxy.syntaxes import create_syntax
 
 # The default is the model's own template where the backend reports one, else ChatML with JSON calls;
@@ -41,14 +42,32 @@ class Route:
     function_correction: bool = True
     retries: int = DEFAULT_RETRIES
     decide: DecideMode = "free"  # how tool_choice "auto" is decided (llmproxy.decide)
+    preset: str | None = None  # a settings preset (llmproxy.presets): above the user file, below ``settings``
+    # Each preset's base settings, once a request names it (a copy made by ``dataclasses.replace`` starts afresh).
+    _preset_settings: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @cached_property
+    def user_file_settings(self) -> dict[str, Any]:
+        """The user settings file's, read once per route: the library builds a route per call, so it sees
+        the file as it is now; the server's routes live as long as it does, so it reads the file when it
+        starts."""
+        return user_settings(self.backend.name)
 
     @cached_property
     def base_settings(self) -> dict[str, Any]:
-        """The backend's shipped defaults, then the user settings file, then this route's settings.
+        """The backend's shipped defaults, then the user settings file, then the preset, then this
+        route's settings."""
+        return layered_settings(self.backend.name, self.user_file_settings, self.preset, self.settings)
 
-        Read once per route: the library builds a route per call, so it sees the file as it is now;
-        the server's routes live as long as it does, so it reads the file when it starts."""
-        return resolve_settings(self.backend.name, self.settings)
+    def settings_for(self, preset: str | None) -> dict[str, Any]:
+        """The base settings of a request that names ``preset``, which takes the place of the route's own
+        (None: the route's). Worked out once per preset (an unknown name fails, and is not kept)."""
+        if preset is None or preset == self.preset:
+            return self.base_settings
+        if preset not in self._preset_settings:
+            self._preset_settings[preset] = layered_settings(self.backend.name, self.user_file_settings, preset,
+                                                             self.settings)
+        return self._preset_settings[preset]
 
 
 def named_wrapper(wrapper: str | None, syntax: str | None) -> Resolved | None:
@@ -120,19 +139,21 @@ def build_route(
     name: str | None = None,
     retries: int = DEFAULT_RETRIES,
     decide: str | None = None,
+    preset: str | None = None,
 ) -> Route:
     """A route from MemGPT-style arguments. ``grammar=None`` takes the wrapper alias's setting
     (``chatml-grammar`` means on), else ``auto``. ``syntax`` names the call syntax of the wrapper ``auto``
     (default: read from the model's template). ``backend_options`` go to the backend's constructor
     (``connect_timeout``, ``first_token_timeout``, ``read_timeout``, vLLM's ``grammar_field``).
     ``decide``: how ``tool_choice: "auto"`` is decided, ``free`` or ``choose`` (llmproxy.decide; default:
-    ``choose`` on the bundled SmolLM2, ``free`` elsewhere)."""
+    ``choose`` on the bundled SmolLM2, ``free`` elsewhere). ``preset``: a settings preset's name
+    (llmproxy.presets), the layer below ``settings``."""
     _check_types(endpoint_type=(endpoint_type, str), endpoint=(endpoint, str | None), model=(model, str | None),
                   wrapper=(wrapper, str | None), syntax=(syntax, str | None), grammar=(grammar, str | None),
                   context_window=(context_window, int | None), settings=(settings, dict | None),
                   function_correction=(function_correction, bool), auth_type=(auth_type, str | None),
                   auth_key=(auth_key, str | None), backend_options=(backend_options, dict | None),
-                  retries=(retries, int), decide=(decide, str | None))
+                  retries=(retries, int), decide=(decide, str | None), preset=(preset, str | None))
     check_decide(decide)
     if retries < 0:
         raise InvalidRequestError(f"retries must be 0 or more, not {retries}", param="retries")
@@ -140,6 +161,8 @@ def build_route(
         raise InvalidRequestError(f"context_window must be a positive number of tokens, not {context_window}",
                                   param="context_window")
     named = named_wrapper(wrapper, syntax)
+    if preset is not None:
+        load_preset(preset)  # an unknown or broken one fails before any backend is reached
     extra = tuple(sorted((backend_options or {}).items()))
     try:
         backend = _cached_backend(endpoint_type, endpoint, model, auth_type, auth_key, context_window, extra)
@@ -160,4 +183,5 @@ def build_route(
         function_correction=function_correction,
         retries=retries,
         decide=route_decide(decide, backend, resolved.wrapper, grammar_mode, bundled=bundled),
+        preset=preset,
     )

@@ -17,6 +17,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 AnswerForm = Literal["tools", "functions"]
+PRESET_NAME_LIMIT = 100  # a preset is a file name; an error message quotes what was sent
+PRESET_FIELD_HELP = ("llmproxy extension: a settings preset ('llmproxy settings' lists them) in place of the model's "
+                     "own; the request's sampling fields still win over it")
 
 
 class _Model(BaseModel):
@@ -190,6 +193,7 @@ class ChatRequest(_Model):
     user: str | None = None
     logprobs: bool | None = None  # where the backend reports them (embedded, llama.cpp); else refused, never a silent null
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    preset: str | None = Field(default=None, max_length=PRESET_NAME_LIMIT, description=PRESET_FIELD_HELP)
 
     @model_validator(mode="after")
     def _one_form(self) -> ChatRequest:

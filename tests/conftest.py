@@ -71,7 +71,9 @@ from hypothesis import settings  # noqa: E402
 from model_guard.model_use import watch_llama  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
+from llmproxy._data import PATH_ENV  # noqa: E402
 from llmproxy.backends.cpu_features import load_without_amx  # noqa: E402
+from llmproxy.presets import preset_files  # noqa: E402
 from llmproxy.types import FunctionDefinition, Message  # noqa: E402
 
 load_without_amx()  # the tests' own models (a reference Llama, the grammar checks') load as the backend's do
@@ -148,6 +150,34 @@ def conversation_dicts() -> list[dict]:
 @pytest.fixture(scope="session")
 def conversation(conversation_dicts) -> list[Message]:
     return TypeAdapter(list[Message]).validate_python(conversation_dicts)
+
+
+# A settings preset that sets every sampler llmproxy translates, each to a value of its own, so a
+# translation that mixes two up or drops one shows.
+EVERY_SAMPLER = {"temperature": 0.42, "seed": 11, "top_k": 7, "min_p": 0.07, "typical_p": 0.9, "repeat_penalty": 1.3,
+                 "presence_penalty": 0.4, "frequency_penalty": 0.6, "mirostat": 2, "mirostat_tau": 6.5,
+                 "mirostat_eta": 0.25}
+
+
+@pytest.fixture
+def write_preset(tmp_path, monkeypatch):
+    """``write_preset(name, toml_text)`` puts a preset in a settings/ folder on $LLMPROXY_PATH (a user's
+    own); the presets on the search path are read afresh after each write and after the test. It holds
+    ``every_sampler`` (EVERY_SAMPLER) from the start."""
+    folder = tmp_path / "on-path" / "settings"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv(PATH_ENV, str(folder.parent))
+
+    def write(name: str, text: str) -> Path:
+        path = folder / f"{name}.toml"
+        path.write_text(text, encoding="utf-8")
+        preset_files.cache_clear()
+        return path
+
+    lines = "\n".join(f"{key} = {value}" for key, value in EVERY_SAMPLER.items())
+    write("every_sampler", f'description = "Every sampler, each set to a value of its own."\n[settings]\n{lines}\n')
+    yield write
+    preset_files.cache_clear()
 
 
 # Hypothesis draws the same examples on every run (derandomized, no example database): a failure in CI

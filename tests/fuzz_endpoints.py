@@ -173,6 +173,10 @@ MESSAGES_PLAIN = {  # the anthropic SDK's way: a string system, a named tool, a 
     "stream": False,
 }
 
+EMBEDDINGS = {"model": "fake", "input": ["I am allergic to peanuts.", "What am I allergic to?"],
+              "encoding_format": "float"}
+EMBEDDINGS_TOKENS = {"input": [[40, 1052, 17], [5]], "encoding_format": "base64", "dimensions": 2, "user": "u1"}
+
 RERUN = {"wrapper": "hermes", "syntax": None, "grammar": "none", "settings": {"temperature": 0, "top_k": 20}}
 
 ENDPOINTS = [
@@ -183,6 +187,7 @@ ENDPOINTS = [
     Endpoint("/v1/messages/count_tokens",
              tuple({k: v for k, v in seed.items() if k not in ("max_tokens", "stream")}
                    for seed in (CLAUDE_CODE, MESSAGES_PLAIN)), face="anthropic", streams=False),
+    Endpoint("/v1/embeddings", (EMBEDDINGS, EMBEDDINGS_TOKENS), streams=False),
     Endpoint("/inspect/api/requests/{seq}/rerun", (RERUN,), streams=False),
 ]
 

@@ -10,7 +10,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from fastapi import FastAPI
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from llmproxy.backends.base import Backend, Capabilities, Completion, GenerationParams, StreamDelta
+from llmproxy.backends.base import (Backend, Capabilities, Completion, Embedded, EmbeddingInput, EmbeddingOptions,
+                                    GenerationParams, StreamDelta)
 from llmproxy.backends.llamacpp import LlamaCppBackend
 from llmproxy.prompts import load_wrapper
 from llmproxy.route import Route
@@ -226,9 +227,11 @@ class FakeLlamaCpp:
 
 
 class InstantBackend(Backend):
-    """Answers at once, in process, with a valid call (or text); records how its streams end."""
+    """Answers at once, in process, with a valid call (or text), and embeds (a text's length, its
+    tokens' ids summed); records how its streams end."""
 
     name = "instant"
+    capabilities = Capabilities(embeddings=True, embedding_tokens=True)
 
     def __init__(self, call: str = "send_message", delay: float = 0.0) -> None:
         self.call = call
@@ -238,6 +241,10 @@ class InstantBackend(Backend):
 
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         return Completion(answer_for(prompt, self.call), "stop", len(prompt) // 4, 20)
+
+    def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        return Embedded([[float(len(item)), float(sum(map(ord, item)) if isinstance(item, str) else sum(item))]
+                         for item in inputs], sum(len(item) for item in inputs))
 
     def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
         parts = pieces(answer_for(prompt, self.call))

@@ -15,7 +15,8 @@ from llmproxy.prompts import load_wrapper, wrapper_specs
 from llmproxy.proxy import parse_request
 from llmproxy.types import FunctionDefinition
 
-COMMANDS = [["wrappers"], ["wrappers", "show"], ["render"], ["try"], ["chat"], ["eval"], ["probe"]]
+COMMANDS = [["wrappers"], ["wrappers", "show"], ["settings"], ["settings", "show"], ["render"], ["try"], ["chat"],
+            ["eval"], ["probe"]]
 SEND = call_text("send_message", "The user named their cat.", message="Tom is a fine name!")
 
 
@@ -56,7 +57,7 @@ def test_every_command_explains_itself_with_examples(args):
 
 def test_top_level_help_lists_every_command():
     result = invoke("--help")
-    for name in ("serve", "wrappers", "render", "try", "chat", "eval", "probe"):
+    for name in ("serve", "wrappers", "settings", "render", "try", "chat", "eval", "probe"):
         assert f"  {name} " in result.stdout
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from llmproxy.presets import load_preset, preset_names
 from llmproxy.route import build_route
 from llmproxy.settings import backend_defaults
 
@@ -37,6 +38,7 @@ def test_the_tests_see_none_of_the_developers_setup():
         assert not (config / "llmproxy").exists()
     route = build_route(endpoint_type="llamacpp", endpoint="http://127.0.0.1:9", context_window=4096)
     assert route.base_settings == backend_defaults("llamacpp")
+    assert all(load_preset(name).built_in for name in preset_names())
     # A process a test starts sees the same.
     assert settings_of_a_request_in_a_process(dict(os.environ)) == backend_defaults("llamacpp")
     names, home = json.loads(subprocess.run([sys.executable, "-c", SEES], capture_output=True, text=True,
@@ -49,6 +51,9 @@ def test_a_hostile_developer_setup_changes_no_test(tmp_path):
     home = tmp_path / "home"
     (home / ".config" / "llmproxy").mkdir(parents=True)
     (home / ".config" / "llmproxy" / "settings.json").write_text(json.dumps(HOSTILE), encoding="utf-8")
+    for folder in (home / ".config" / "llmproxy", tmp_path):  # a preset of the user's, and one on $LLMPROXY_PATH
+        (folder / "settings").mkdir()
+        (folder / "settings" / "deterministic.toml").write_text('description = "Hostile."\n[settings]\ntop_k = 9\n')
     named = tmp_path / "settings.json"
     named.write_text(json.dumps(HOSTILE), encoding="utf-8")
     developer = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
@@ -58,7 +63,8 @@ def test_a_hostile_developer_setup_changes_no_test(tmp_path):
     assert settings_of_a_request_in_a_process({**developer, "LLMPROXY_SETTINGS": str(named)})["seed"] == 666
 
     developer.update(LLMPROXY_SETTINGS=str(named), LLMPROXY_CONFIG=str(tmp_path / "serve.toml"),
-                     LLMPROXY_API_KEY="hostile", LLMPROXY_BACKEND_KEY="hostile", LLMPROXY_DEBUG="1")
+                     LLMPROXY_API_KEY="hostile", LLMPROXY_BACKEND_KEY="hostile", LLMPROXY_DEBUG="1",
+                     LLMPROXY_PATH=str(tmp_path))
     inner = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          f"{__file__}::test_the_tests_see_none_of_the_developers_setup"],

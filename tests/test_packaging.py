@@ -10,7 +10,7 @@ from pathlib import Path
 from llmproxy._data import data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ("wrappers", "grammars", "scenarios")
+KINDS = ("wrappers", "grammars", "settings", "scenarios")
 
 
 def test_source_checkout_finds_the_top_level_folders():
@@ -32,9 +32,12 @@ def test_wheel_ships_the_data_and_the_installed_package_finds_it(tmp_path):
         assert f"llmproxy/server/inspector/static/{path.name}" in names
     # The unpacked wheel comes first on the path, so this is the installed package, not the checkout.
     probe = ("from llmproxy._data import data_dir; from llmproxy.prompts import load_wrapper;"
-             "print(data_dir('wrappers')); print(load_wrapper('chatml-noforce-roles').wrapper.name)")
+             "from llmproxy.presets import load_preset;"
+             "print(data_dir('wrappers')); print(load_wrapper('chatml-noforce-roles').wrapper.name);"
+             "print(load_preset('deterministic_mirostat').origin)")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                             env={"PYTHONPATH": str(tmp_path / "installed"), "PATH": ""}, cwd=tmp_path)
-    found, wrapper = result.stdout.split()
+    found, wrapper, preset = result.stdout.split()
     assert Path(found) == tmp_path / "installed" / "llmproxy" / "data" / "wrappers"
     assert wrapper == "chatml-noforce-roles"
+    assert Path(preset) == tmp_path / "installed" / "llmproxy" / "data" / "settings" / "deterministic_mirostat.toml"

@@ -64,14 +64,12 @@ def test_a_wrapper_in_a_folder_on_llmproxy_path_is_found(tmp_path, monkeypatch, 
 
 
 def test_a_user_wrapper_shadows_the_built_in_one(tmp_path, monkeypatch, fresh_search_path):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # the suite's own config folder stays empty
     write(user_config_dir() / "wrappers", "chatml.toml", PIRATE_TOML.replace('"pirate"', '"chatml"'))
-    try:
-        spec = load_wrapper("chatml").wrapper.spec
-        assert spec.origin == user_config_dir() / "wrappers" / "chatml.toml"
-        assert "pirate" in spec.description
-        assert load_wrapper("chatml-noforce").wrapper.spec.origin.parent != spec.origin.parent  # others built in
-    finally:
-        (user_config_dir() / "wrappers" / "chatml.toml").unlink()
+    spec = load_wrapper("chatml").wrapper.spec
+    assert spec.origin == tmp_path / "llmproxy" / "wrappers" / "chatml.toml"
+    assert "pirate" in spec.description
+    assert load_wrapper("chatml-noforce").wrapper.spec.origin.parent != spec.origin.parent  # others built in
 
 
 def test_llmproxy_path_comes_before_the_user_config_folder(tmp_path, monkeypatch, fresh_search_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import aclosing, contextmanager
 from typing import Any, ClassVar
@@ -28,15 +28,21 @@ from llmproxy.backends.base import (
     Backend,
     ChatTemplate,
     Completion,
+    Embedded,
+    EmbeddingInput,
+    EmbeddingOptions,
     GenerationParams,
     ProbeResult,
     StreamDelta,
+    no_embeddings,
 )
 from llmproxy.errors import (
     BackendConnectionError,
     BackendHTTPError,
+    BackendProtocolError,
     BackendTimeoutError,
     ConfigurationError,
+    InvalidRequestError,
     LLMProxyError,
     UnsupportedRequestError,
 )
@@ -55,6 +61,10 @@ def not_up_yet(error: LLMProxyError) -> bool:
     return isinstance(error, (BackendConnectionError, BackendTimeoutError))
 
 
+# Inputs sent to a backend in one embedding request: a request of the client's (up to 2048 inputs) goes
+# in a few, each within the first-token timeout.
+EMBEDDING_BATCH = 256
+
 REDISCOVER_AFTER = 5.0  # seconds the server's requests skip asking a backend that was not up again
 # Where the server's discoveries run: one per backend at a time, so a few threads serve every backend.
 _DISCOVERY = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llmproxy-discovery")
@@ -70,6 +80,8 @@ class HTTPBackend(Backend, AsyncBackend):
     grammar_key: str | None = None  # request field for a GBNF grammar; None: the backend takes none
     model_hint: ClassVar[str | None] = None  # set where a model name is required: how to find one
     default_settings = {"max_tokens": 1024, "temperature": 0.7, "top_p": 0.95}
+    embedding_batch: ClassVar[int] = EMBEDDING_BATCH  # inputs its embedding endpoint takes at once (1: one a request)
+    embedding_dimensions_field: ClassVar[bool] = False  # whether that endpoint takes OpenAI's ``dimensions``
 
     def __init__(
         self,
@@ -101,6 +113,7 @@ class HTTPBackend(Backend, AsyncBackend):
         self._last_discovery = -REDISCOVER_AFTER
         self._tokenizer_missing = False
         self._token_counts = PrefixTokenCache()
+        self._embedding_length: int | None = None  # learned from the server, or its first embedding
         for setting, seconds in (("connect_timeout", connect_timeout), ("first_token_timeout", first_token_timeout),
                                  ("read_timeout", read_timeout)):
             if not seconds > 0:
@@ -194,6 +207,62 @@ class HTTPBackend(Backend, AsyncBackend):
         """The request that counts ``text``'s tokens (backends whose capabilities say tokenizer)."""
         raise NotImplementedError
 
+    def embedding_exchange(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Exchange[Embedded]:
+        """The request that embeds ``inputs`` (at most ``embedding_batch`` of them; capabilities say
+        embeddings); no I/O."""
+        raise no_embeddings(self.name)
+
+    def embedding_fallback(self, error: BackendHTTPError) -> bool:
+        """Whether an embedding request that failed with ``error`` is asked again another way (a server
+        older than the endpoint asked: llama.cpp's /embedding); False by default."""
+        return False
+
+    def _embedding_exchanges(self, inputs: Sequence[EmbeddingInput],
+                             options: EmbeddingOptions) -> list[Exchange[Embedded]]:
+        if not self.capabilities.embedding_tokens and not all(isinstance(item, str) for item in inputs):
+            raise UnsupportedRequestError(f"the {self.name} backend embeds text only; send strings, not token ids",
+                                          param="input")
+        step = self.embedding_batch
+        return [self.embedding_exchange(inputs[start:start + step], options) for start in range(0, len(inputs), step)]
+
+    def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        self.discover()
+        while True:
+            exchanges = self._embedding_exchanges(inputs, options)
+            try:
+                return self._joined(len(inputs), options, [self.http.post(exchange) for exchange in exchanges])
+            except BackendHTTPError as exc:
+                if not self.embedding_fallback(exc):
+                    raise refused_input(exc) from exc
+
+    async def aembed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        await self._discover_off_loop()
+        while True:
+            exchanges = self._embedding_exchanges(inputs, options)
+            try:
+                return self._joined(len(inputs), options,
+                                    [await self.ahttp.answer(exchange) for exchange in exchanges])
+            except BackendHTTPError as exc:
+                if not self.embedding_fallback(exc):
+                    raise refused_input(exc) from exc
+
+    def _joined(self, expected: int, options: EmbeddingOptions, parts: list[Embedded]) -> Embedded:
+        """The answers to one request's batches as one, checked to hold a vector per input; the model's own
+        length learned from an answer of full vectors."""
+        vectors = [vector for part in parts for vector in part.vectors]
+        if len(vectors) != expected or any(not vector for vector in vectors):
+            raise BackendProtocolError(
+                f"{self.name} at {self.endpoint} answered {len(vectors)} embeddings (empty ones included) for"
+                f" {expected} inputs; is its embedding model loaded, and every input within its context?",
+                backend=self.name, url=self.endpoint)
+        if options.dimensions is None:
+            self._embedding_length = len(vectors[0])
+        counts = [part.prompt_tokens for part in parts if part.prompt_tokens is not None]
+        return Embedded(vectors, sum(counts) if len(counts) == len(parts) else None)
+
+    def embedding_dimensions(self) -> int | None:
+        return self._embedding_length
+
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         self.discover()  # a no-op once the server has answered; asks again if it was not up at start
         return self.http.post(self.completion_exchange(prompt, params))
@@ -285,6 +354,15 @@ class HTTPBackend(Backend, AsyncBackend):
         await self.ahttp.aclose()
 
 
+def refused_input(error: BackendHTTPError) -> LLMProxyError:
+    """A backend's 400 or 422 to an embedding request is about the client's input (an input too long, a
+    ``dimensions`` the model cannot give): the client's error, with the backend's words; any other status
+    stays the backend's."""
+    if error.status in (400, 422):
+        return InvalidRequestError(error.message, param="input")
+    return error
+
+
 def whole(done: Completion) -> StreamDelta:
     """A whole answer as the one delta of a stream."""
     return StreamDelta(done.text, done.finish_reason, done.prompt_tokens, done.completion_tokens, done.stop_word)
@@ -294,7 +372,8 @@ def max_tokens(params: GenerationParams) -> int:
     return FALLBACK_MAX_TOKENS if params.max_tokens is None else params.max_tokens
 
 
-def sampler_fields(params: GenerationParams, names: dict[str, str]) -> dict[str, Any]:
-    """``temperature``/``top_p``/``seed`` under the backend's names, leaving out those not set."""
-    values = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed}
+def sampler_fields(params: GenerationParams, names: Mapping[str, str]) -> dict[str, Any]:
+    """``temperature``/``top_p``/``seed`` and the samplers set, under the backend's ``names`` (its
+    ``samplers``), leaving out those not set."""
+    values = {"temperature": params.temperature, "top_p": params.top_p, "seed": params.seed, **params.samplers}
     return {names.get(key, key): value for key, value in values.items() if value is not None}

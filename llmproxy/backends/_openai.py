@@ -1,4 +1,5 @@
-"""The OpenAI-compatible completion API that text-generation-webui, LM Studio and vLLM all speak.
+"""The OpenAI-compatible completion API that text-generation-webui, LM Studio and vLLM all speak, and
+OpenAI's embeddings API (POST /v1/embeddings), which they, llama.cpp and koboldcpp speak too.
 
 Pure request building and reply parsing (unit-tested with no server), and ``OpenAICompletionsBackend``,
 the base the three backend modules specialise with their own extra fields.
@@ -6,12 +7,16 @@ the base the three backend modules specialise with their own extra fields.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
 from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends.base import (
     Completion,
+    Embedded,
+    EmbeddingInput,
+    EmbeddingOptions,
     FinishReason,
     GenerationParams,
     ProbeResult,
@@ -25,9 +30,11 @@ def openai_request(
     *,
     model: str | None,
     stream: bool,
+    samplers: Mapping[str, str],
     fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A /v1/completions (``input_fields={"prompt": ...}``) or /v1/chat/completions body.
+    """A /v1/completions (``input_fields={"prompt": ...}``) or /v1/chat/completions body; ``samplers``:
+    the server's names for llmproxy's (``Backend.samplers``).
 
     Backend-specific settings go in first, so the translated common parameters win over them.
     """
@@ -41,7 +48,7 @@ def openai_request(
         body["stop"] = list(params.stop)
     if model:
         body["model"] = model
-    body.update(sampler_fields(params, {}))
+    body.update(sampler_fields(params, samplers))
     body.update(fields or {})
     return body
 
@@ -97,6 +104,40 @@ def parse_models(payload: dict[str, Any], wanted: str | None) -> tuple[list[str]
     return ids, (match[0] if match else None)
 
 
+EMBEDDINGS_PATH = "/v1/embeddings"
+
+
+def embeddings_request(inputs: Sequence[EmbeddingInput], options: EmbeddingOptions, *, model: str | None,
+                       dimensions: bool) -> dict[str, Any]:
+    """A /v1/embeddings body: the inputs as a list (texts, or token id lists), floats back. ``dimensions``:
+    whether the server's protocol takes the field (an unknown one may fail the request)."""
+    body: dict[str, Any] = {"input": [item if isinstance(item, str) else list(item) for item in inputs],
+                            "encoding_format": "float"}
+    if model:
+        body["model"] = model
+    if dimensions and options.dimensions is not None:
+        body["dimensions"] = options.dimensions
+    return body
+
+
+def pooled(embedding: list[Any]) -> list[float]:
+    """One vector: ``embedding`` itself, or the mean of its rows where a server that does not pool sends
+    one per token (llama-cpp-python's server on a generation model, llama.cpp with ``--pooling none``)."""
+    if embedding and isinstance(embedding[0], list):
+        width = len(embedding[0])
+        return [sum(float(row[i]) for row in embedding) / len(embedding) for i in range(width)]
+    return [float(value) for value in embedding]
+
+
+def parse_embeddings(payload: dict[str, Any]) -> Embedded:
+    """``data`` in index order (the API lets a server answer in any order); ``usage.prompt_tokens`` where it
+    counts them (text-generation-webui sends 0: not counted)."""
+    entries = sorted(payload["data"], key=lambda entry: entry["index"])
+    vectors = [pooled(entry["embedding"]) for entry in entries]
+    prompt_tokens = (payload.get("usage") or {}).get("prompt_tokens") or None
+    return Embedded(vectors, prompt_tokens)
+
+
 class OpenAICompletionsBackend(HTTPBackend):
     """A backend speaking POST /v1/completions with SSE streaming and GET /v1/models."""
 
@@ -104,7 +145,7 @@ class OpenAICompletionsBackend(HTTPBackend):
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         """The request for ``prompt``; no I/O. Subclasses add their own fields."""
-        return openai_request(params, {"prompt": prompt}, model=self.model, stream=stream,
+        return openai_request(params, {"prompt": prompt}, model=self.model, stream=stream, samplers=self.samplers,
                               fields=self.grammar_fields(params))
 
     def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
@@ -112,6 +153,10 @@ class OpenAICompletionsBackend(HTTPBackend):
 
     def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
         return StreamExchange(self.path, self.request_body(prompt, params, stream=True), parse_chunk)
+
+    def embedding_exchange(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Exchange[Embedded]:
+        body = embeddings_request(inputs, options, model=self.model, dimensions=self.embedding_dimensions_field)
+        return Exchange(EMBEDDINGS_PATH, body, parse_embeddings)
 
     def _probe(self) -> ProbeResult:
         url = self.http.url("/v1/models")

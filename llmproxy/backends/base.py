@@ -12,22 +12,37 @@ tell (the model it serves, its context window, its chat template, vLLM's grammar
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from llmproxy.errors import UnsupportedRequestError
 
 if TYPE_CHECKING:
     from llmproxy.syntaxes.base import GrammarChoice, LazyGrammar
 
 FinishReason = Literal["stop", "length"]
 
+# Sampler settings most local backends take under one name or another, in llmproxy's names (llama.cpp's).
+# Each backend class says which it takes and under what name (``Backend.samplers``); settings presets
+# are written in these names, so one preset means the same on every backend.
+SAMPLERS = ("top_k", "min_p", "typical_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
+            "mirostat", "mirostat_tau", "mirostat_eta")
+
+
+def sampler_names(*same: str, **renamed: str) -> Mapping[str, str]:
+    """A backend's ``samplers``: those it takes under llmproxy's name, and those it names otherwise."""
+    return MappingProxyType({**{name: name for name in same}, **renamed})
+
 
 @dataclass(frozen=True)
 class GenerationParams:
     """Common generation parameters, in llmproxy's vocabulary (OpenAI's names).
 
+    ``samplers`` holds the SAMPLERS that are set, under llmproxy's names; each backend translates them.
     ``extra`` holds backend-specific keys from the settings layers; backends pass them through
-    unchanged, so a user can set e.g. ``mirostat`` for llama.cpp without llmproxy knowing it.
+    unchanged, so a user can set e.g. ``dry_multiplier`` for llama.cpp without llmproxy knowing it.
     """
 
     max_tokens: int | None = None
@@ -45,6 +60,7 @@ class GenerationParams:
     json_schema: dict[str, Any] | None = None  # for backends that constrain by JSON schema (Ollama's format)
     logprobs: int | None = None  # report token log probabilities, with this many top alternatives each
     extra: dict[str, Any] = field(default_factory=dict)
+    samplers: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,28 @@ class Capabilities:
     json_schema: bool = False  # accepts a JSON schema as a constraint (Ollama's ``format``)
     concurrent: bool = True  # serves several generations at once (False: one at a time, callers queue)
     logprobs: bool = False  # reports each generated token's log probability (and the top alternatives)
+    embeddings: bool = False  # has an embedding endpoint (``Backend.embed``)
+    embedding_tokens: bool = False  # embeds token ids as well as text
+
+
+# One input to embed: a text, or the token ids of one (OpenAI's ``input`` takes both).
+EmbeddingInput = str | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EmbeddingOptions:
+    """What an embedding request asks besides its inputs: ``dimensions`` passed to servers whose protocol
+    shortens vectors (vLLM, Ollama); the answer is checked against it either way."""
+
+    dimensions: int | None = None
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A backend's embeddings, one vector per input in order; ``prompt_tokens`` None where it reports none."""
+
+    vectors: list[list[float]]
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +181,10 @@ class Backend(abc.ABC):
     capabilities: Capabilities = Capabilities()
     # The first settings layer (then the user file, then the call); never stop strings: those are the wrapper's.
     default_settings: ClassVar[Mapping[str, Any]] = {}
+    # The SAMPLERS it takes, each under the name its requests give it (and temperature, top_p and seed
+    # where it names them otherwise). A sampler missing here has no counterpart on this backend: the
+    # settings layers leave it out, with a warning (llmproxy.settings).
+    samplers: ClassVar[Mapping[str, str]] = sampler_names()
 
     @abc.abstractmethod
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
@@ -180,6 +222,14 @@ class Backend(abc.ABC):
         """Ask the backend now whether it is up and what it serves; never raises for a server that is down."""
         return ProbeResult(backend=self.name, url=None, up=True)
 
+    def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        """One vector per input, by the backend's embedding model (``capabilities.embeddings``)."""
+        raise no_embeddings(self.name)
+
+    def embedding_dimensions(self) -> int | None:
+        """The length of this backend's embeddings, where known (read from the model, or from an answer)."""
+        return None
+
     def close(self) -> None:
         """Release connections or other resources."""
 
@@ -205,6 +255,18 @@ class AsyncBackend(abc.ABC):
     @abc.abstractmethod
     async def acount_tokens(self, text: str) -> int | None:
         """``Backend.count_tokens``, awaited."""
+
+    async def aembed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        """``Backend.embed``, awaited."""
+        raise no_embeddings(getattr(self, "name", "this"))
+
+
+def no_embeddings(backend: str) -> UnsupportedRequestError:
+    from llmproxy.backends import backends_with  # the registry imports this module
+
+    return UnsupportedRequestError(
+        f"the {backend} backend has no embedding endpoint; serve embeddings from a model on one that has"
+        f" ({', '.join(backends_with('embeddings'))})", param="model")
 
     async def aclose(self) -> None:
         """Release what the event loop holds (connections)."""

@@ -6,12 +6,14 @@ because a llama.cpp context is not thread-safe. Consecutive prompts that share a
 cache: llama-cpp-python keeps the evaluated tokens and only evaluates what changed. Discovery reads the
 model's chat template from the GGUF's metadata without loading the weights. Logprobs are worked out
 while sampling, from each step's logits (see ``_LogprobRecorder``). Which stop string ended an answer
-is worked out from the tokens drawn (see ``_stop_word``).
+is worked out from the tokens drawn (see ``_stop_word``). Embeddings come from the same GGUF loaded once
+more in embedding mode (llmproxy.backends._embedding_model).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import math
 import os
 import threading
@@ -19,19 +21,25 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmproxy.backends._backend import sampler_fields
 from llmproxy.backends.base import (
+    SAMPLERS,
     Backend,
     Capabilities,
     ChatTemplate,
     Completion,
+    Embedded,
+    EmbeddingInput,
+    EmbeddingOptions,
     GenerationParams,
     ProbeResult,
     StreamDelta,
     TokenLogprob,
+    sampler_names,
 )
 from llmproxy.backends.cpu_features import load_without_amx
 from llmproxy.errors import BackendError, ConfigurationError, ContextWindowExceededError
-from llmproxy.gguf import BUNDLED_MODEL_FILE, bundled_model_path, gguf_chat_template
+from llmproxy.gguf import BUNDLED_MODEL_FILE, bundled_model_path, gguf_chat_template, gguf_embedding_facts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,17 +86,24 @@ def _load(path: Path, n_ctx: int) -> _LoadedModel:
     """The loaded model for (path, n_ctx), loading it on first use."""
     with _models_lock:
         if (path, n_ctx) not in _models:
-            if not _models:
-                atexit.register(_close_all)
+            _free_at_exit()
             _models[(path, n_ctx)] = _LoadedModel(path, n_ctx)
         return _models[(path, n_ctx)]
 
 
+@functools.cache
+def _free_at_exit() -> None:
+    atexit.register(_close_all)
+
+
 def _close_all() -> None:
     """Free the models while the interpreter is still whole (llama.cpp's own finaliser fails at exit)."""
+    from llmproxy.backends._embedding_model import close_all
+
     for model in _models.values():
         model.llama.close()
     _models.clear()
+    close_all()
 
 
 def _token_count(model: _LoadedModel, text: str) -> int:
@@ -162,8 +177,9 @@ class EmbeddedBackend(Backend):
 
     name = "embedded"
     capabilities = Capabilities(grammar=True, choice_grammar=True, streaming=True, tokenizer=True, concurrent=False,
-                                logprobs=True)
+                                logprobs=True, embeddings=True, embedding_tokens=True)
     default_settings = {"max_tokens": 512, "temperature": 0.3, "top_p": 0.95, "repeat_penalty": 1.1}
+    samplers = sampler_names(*SAMPLERS, mirostat="mirostat_mode")  # create_completion's own names
 
     def __init__(self, endpoint: str | None = None, *, model: str | None = None, context_window: int | None = None,
                  **_ignored: Any) -> None:
@@ -195,10 +211,7 @@ class EmbeddedBackend(Backend):
         fallback = self.default_settings["max_tokens"]  # for calls that bypass the settings layers
         arguments["max_tokens"] = params.max_tokens if params.max_tokens is not None else fallback
         arguments["stop"] = list(params.stop)
-        for key in ("temperature", "top_p", "seed"):
-            value = getattr(params, key)
-            if value is not None:
-                arguments[key] = value
+        arguments.update(sampler_fields(params, self.samplers))
         if params.choice_grammar is not None:
             from llmproxy.grammar import validate_grammar
 
@@ -270,6 +283,16 @@ class EmbeddedBackend(Backend):
             raise BackendError(f"the embedded model failed: {exc}", backend=self.name) from exc
         except TypeError as exc:
             raise ConfigurationError(f"a setting is not understood by llama-cpp-python: {exc}") from exc
+
+    def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Embedded:
+        from llmproxy.backends._embedding_model import embedding_model
+
+        _free_at_exit()
+        vectors, tokens = embedding_model(self.model_path).embed(inputs)
+        return Embedded(vectors, tokens)
+
+    def embedding_dimensions(self) -> int | None:
+        return gguf_embedding_facts(self.model_path).length
 
     def probe(self) -> ProbeResult:
         return ProbeResult(backend=self.name, url=None, up=True, model=self.model_name, context_window=self.n_ctx,

@@ -5,29 +5,40 @@ reports the stop reason (with the stop string that matched) and token counts, an
 directly. Its stream is SSE without a ``[DONE]`` marker: the event with ``stop: true`` ends it. GET /props
 tells the model file, the per-slot context and the model's chat template (with the BOS/EOS texts in newer
 servers).
+
+Embeddings (a server started with ``--embeddings``) go to OpenAI's POST /v1/embeddings, in batches; a
+server older than it (before 2024) gets one POST /embedding per input.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
 from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
+from llmproxy.backends._openai import EMBEDDINGS_PATH, embeddings_request, parse_embeddings, pooled
 from llmproxy.backends.base import (
+    SAMPLERS,
     Capabilities,
     ChatTemplate,
     Completion,
+    Embedded,
+    EmbeddingInput,
+    EmbeddingOptions,
     FinishReason,
     GenerationParams,
     ProbeResult,
     StreamDelta,
     TokenLogprob,
+    sampler_names,
 )
 from llmproxy.errors import BackendHTTPError, ContextWindowExceededError
 
 PATH = "/completion"
+SAMPLER_NAMES = sampler_names(*SAMPLERS)  # llmproxy's sampler names are llama.cpp's
 TRIGGER_WORD = 1  # llama.cpp's common_grammar_trigger_type: 0 token, 1 word, 2 pattern, 3 full pattern
 
 
@@ -41,7 +52,7 @@ def completion_request(prompt: str, params: GenerationParams, *, model: str | No
         body["stop"] = list(params.stop)
     if model:
         body["model"] = model  # only matters in router mode; ignored otherwise
-    body.update(sampler_fields(params, {}))
+    body.update(sampler_fields(params, SAMPLER_NAMES))
     body.update(grammar_fields)
     if params.logprobs is not None:
         body["n_probs"] = max(params.logprobs, 1)  # 0 would report none; the top list is cut back later
@@ -143,12 +154,26 @@ def props_chat_template(payload: dict[str, Any], source: str) -> ChatTemplate | 
                         tool_use_text=text("chat_template_tool_use"))
 
 
+def native_embedding_request(item: EmbeddingInput) -> dict[str, Any]:
+    """POST /embedding's body for one input (a text, or token ids)."""
+    return {"content": item if isinstance(item, str) else list(item)}
+
+
+def parse_native_embedding(payload: Any) -> Embedded:
+    """/embedding's answer to one input: ``{"embedding": [...]}`` (servers before December 2024), or
+    ``[{"index": 0, "embedding": [[...]]}]``: one vector when the server pools, one per token with
+    ``--pooling none`` (averaged here, as mean pooling does)."""
+    return Embedded([pooled(payload["embedding"] if isinstance(payload, dict) else payload[0]["embedding"])])
+
+
 class LlamaCppBackend(HTTPBackend):
     name = "llamacpp"
     default_port = 8080
-    capabilities = Capabilities(grammar=True, lazy_grammar=True, streaming=True, tokenizer=True, logprobs=True)
+    capabilities = Capabilities(grammar=True, lazy_grammar=True, streaming=True, tokenizer=True, logprobs=True,
+                                embeddings=True, embedding_tokens=True)
     grammar_key = "grammar"
     default_settings = {**HTTPBackend.default_settings, "cache_prompt": True}  # false by default before 2024
+    samplers = SAMPLER_NAMES
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         return completion_request(prompt, params, model=self.model, stream=stream,
@@ -169,6 +194,19 @@ class LlamaCppBackend(HTTPBackend):
 
     def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
         return StreamExchange(PATH, self.request_body(prompt, params, stream=True), parse_stream_event)
+
+    def embedding_exchange(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Exchange[Embedded]:
+        if self.embedding_batch == 1:  # an older server: its own endpoint, one input a request
+            return Exchange("/embedding", native_embedding_request(inputs[0]), parse_native_embedding)
+        return Exchange(EMBEDDINGS_PATH, embeddings_request(inputs, options, model=self.model, dimensions=False),
+                        parse_embeddings)
+
+    def embedding_fallback(self, error: BackendHTTPError) -> bool:
+        """A server without /v1/embeddings (404) is asked at /embedding, one input at a time, from now on."""
+        if error.status != 404 or self.embedding_batch == 1:
+            return False
+        self.embedding_batch = 1
+        return True
 
     def count_exchange(self, text: str) -> Exchange[int]:
         # add_special: count the BOS token /completion adds too (older servers ignore the flag).

@@ -3,7 +3,7 @@ user message to /v1/chat/completions (``lmstudio-legacy``).
 
 LM Studio takes no grammar. MemGPT's ``input_prefix``/``lmstudio.context_overflow_policy`` extensions are
 not sent: current versions reject the numeric policy. The context size is only found in the native
-/api/v0/models listing.
+/api/v0/models listing. Embeddings: OpenAI's POST /v1/embeddings, texts only, by the embedding model named.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from llmproxy.backends._http import PROBE_TIMEOUT
 from llmproxy.backends._openai import OpenAICompletionsBackend, openai_request
-from llmproxy.backends.base import Capabilities, GenerationParams, ProbeResult
+from llmproxy.backends.base import Capabilities, GenerationParams, ProbeResult, sampler_names
 from llmproxy.errors import BackendError
 
 
@@ -28,7 +28,8 @@ def loaded_context_length(payload: dict[str, Any], model: str | None) -> int | N
 class LMStudioBackend(OpenAICompletionsBackend):
     name = "lmstudio"
     default_port = 1234
-    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False)
+    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, embeddings=True)
+    samplers = sampler_names("top_k", "repeat_penalty", "presence_penalty", "frequency_penalty")  # as its docs list
 
     def _probe(self) -> ProbeResult:
         result = super()._probe()
@@ -50,4 +51,4 @@ class LMStudioLegacyBackend(LMStudioBackend):
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         self.grammar_fields(params)  # refuses a grammar
         messages = [{"role": "user", "content": prompt}]
-        return openai_request(params, {"messages": messages}, model=self.model, stream=stream)
+        return openai_request(params, {"messages": messages}, model=self.model, stream=stream, samplers=self.samplers)

@@ -4,25 +4,36 @@ The model name is required. Sampler settings belong inside ``options``; the few 
 (``keep_alive``, ``format`` ...) stay at the top. Ollama takes no GBNF grammar, only a JSON schema as
 ``format``. Raw mode refuses ``system``/``template``/``context``, so they are never sent. An over-long
 prompt is cut silently by Ollama, so configure ``context_window`` (sent as ``num_ctx``).
+
+Embeddings go to POST /api/embed (Ollama 0.3+), every input of a batch in one request, with ``truncate``
+off so that an input over the context is refused, not cut; an older server gets one POST
+/api/embeddings per input.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from llmproxy.backends._backend import HTTPBackend, max_tokens, sampler_fields
 from llmproxy.backends._http import PROBE_TIMEOUT, Exchange, StreamExchange
 from llmproxy.backends.base import (
+    SAMPLERS,
     Capabilities,
     Completion,
+    Embedded,
+    EmbeddingInput,
+    EmbeddingOptions,
     GenerationParams,
     ProbeResult,
     StreamDelta,
+    sampler_names,
 )
 from llmproxy.errors import BackendHTTPError
 
 PATH = "/api/generate"
+SAMPLER_NAMES = sampler_names(*SAMPLERS)  # inside ``options``, under llama.cpp's names
 TOP_LEVEL_KEYS = frozenset({"keep_alive", "format", "think", "truncate", "shift", "logprobs", "top_logprobs"})
 
 
@@ -35,7 +46,7 @@ def generate_request(prompt: str, params: GenerationParams, *, model: str, strea
         options["stop"] = list(params.stop)
     if context_window:
         options["num_ctx"] = context_window
-    options.update(sampler_fields(params, {}))
+    options.update(sampler_fields(params, SAMPLER_NAMES))
     body = {k: v for k, v in params.extra.items() if k in TOP_LEVEL_KEYS}
     if params.json_schema is not None:
         body["format"] = params.json_schema  # structured output: the call object's schema
@@ -66,11 +77,36 @@ def num_ctx_parameter(show: dict[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def embed_request(inputs: Sequence[EmbeddingInput], options: EmbeddingOptions, *, model: str,
+                  context_window: int | None) -> dict[str, Any]:
+    """POST /api/embed's body: texts only (Ollama takes no token ids)."""
+    body: dict[str, Any] = {"model": model, "input": list(inputs), "truncate": False}
+    if options.dimensions is not None:
+        body["dimensions"] = options.dimensions
+    if context_window:
+        body["options"] = {"num_ctx": context_window}
+    return body
+
+
+def parse_embed(payload: dict[str, Any]) -> Embedded:
+    """/api/embed's answer; ``prompt_eval_count`` is left out when 0 (``omitempty``)."""
+    return Embedded([[float(value) for value in vector] for vector in payload["embeddings"]],
+                    payload.get("prompt_eval_count"))
+
+
+def parse_legacy_embedding(payload: dict[str, Any]) -> Embedded:
+    """/api/embeddings' answer to one ``prompt``: ``{"embedding": [...]}``."""
+    return Embedded([[float(value) for value in payload["embedding"]]])
+
+
 class OllamaBackend(HTTPBackend):
     name = "ollama"
     default_port = 11434
-    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, json_schema=True)
+    capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, json_schema=True, embeddings=True)
     endpoint_suffixes = ("/v1", "/api")
+    samplers = SAMPLER_NAMES
+    # Current Ollama shortens vectors (its docs name the field); an older one ignores it.
+    embedding_dimensions_field = True
     model_hint = "e.g. model='dolphin2.2-mistral:7b-q6_K'; `ollama list` shows the models you have"
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
@@ -83,6 +119,20 @@ class OllamaBackend(HTTPBackend):
 
     def stream_exchange(self, prompt: str, params: GenerationParams) -> StreamExchange:
         return StreamExchange(PATH, self.request_body(prompt, params, stream=True), parse_stream_line, "ndjson")
+
+    def embedding_exchange(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Exchange[Embedded]:
+        if self.embedding_batch == 1:  # before /api/embed: one prompt a request
+            return Exchange("/api/embeddings", {"model": self.model, "prompt": inputs[0]}, parse_legacy_embedding)
+        return Exchange("/api/embed", embed_request(inputs, options, model=str(self.model),
+                                                    context_window=self.configured_context_window), parse_embed)
+
+    def embedding_fallback(self, error: BackendHTTPError) -> bool:
+        """A server older than /api/embed answers its path with Go's plain "404 page not found" (a model it
+        lacks is a 404 with a JSON error, which stays an error)."""
+        if error.status != 404 or self.embedding_batch == 1 or "page not found" not in error.body:
+            return False
+        self.embedding_batch = 1
+        return True
 
     def _probe(self) -> ProbeResult:
         version = self.http.get_json("/api/version", timeout=PROBE_TIMEOUT)

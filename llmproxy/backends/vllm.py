@@ -6,6 +6,8 @@ listed by /v1/models. Its grammar field changed: ``structured_outputs.grammar`` 
 It is configured (``grammar_field``; ``grammar`` for a llama.cpp or llama-cpp-python server) or read off
 the server's ``GET /version`` by discovery; until one of them tells, this backend takes no grammar (so
 grammar "auto" falls back to repair alone), and a grammar asked for by name fails and says what to set.
+Embeddings: POST /v1/embeddings of a pooling model (``vllm serve --task embed``), texts or token ids, with
+``dimensions``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from llmproxy.backends.base import (
     Completion,
     GenerationParams,
     ProbeResult,
+    sampler_names,
 )
 from llmproxy.errors import BackendProtocolError, LLMProxyError, UnsupportedRequestError
 
@@ -50,7 +53,11 @@ class VLLMBackend(OpenAICompletionsBackend):
     name = "vllm"
     default_port = 8000
     # The type takes grammars; an instance does once it knows the field (configured or discovered).
-    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, embeddings=True, embedding_tokens=True)
+    embedding_dimensions_field = True  # shortens a Matryoshka model's vectors; refuses (400) for others
+    # vLLM's sampling extras; it has no typical-p and no Mirostat.
+    samplers = sampler_names("top_k", "min_p", "presence_penalty", "frequency_penalty",
+                             repeat_penalty="repetition_penalty")
 
     def __init__(self, endpoint: str | None = None, **options: Any) -> None:
         super().__init__(endpoint, **options)

@@ -4,6 +4,8 @@ the blocking API removed in November 2023 (``webui-legacy``, POST /api/v1/genera
 Both take a GBNF grammar as ``grammar_string`` and a per-request context size as ``truncation_length``
 (sent when a context window is configured; otherwise the server's UI setting applies). The legacy API
 streamed over a separate WebSocket, which is not supported: ``webui-legacy`` answers in one piece.
+``webui`` embeds texts at its OpenAI-compatible POST /v1/embeddings (by its own sentence-transformers
+model, whatever the request names; it counts no tokens).
 """
 
 from __future__ import annotations
@@ -18,14 +20,23 @@ from llmproxy.backends.base import (
     Completion,
     GenerationParams,
     ProbeResult,
+    sampler_names,
 )
+
+# text-generation-webui's generation parameters (its OpenAI API takes them all beside OpenAI's own); the
+# legacy API read a fixed list that had no min-p and no presence or frequency penalty.
+WEBUI_NAMES = {"repeat_penalty": "repetition_penalty", "mirostat": "mirostat_mode"}
+SAMPLER_NAMES = sampler_names("top_k", "min_p", "typical_p", "presence_penalty", "frequency_penalty", "mirostat_tau",
+                              "mirostat_eta", **WEBUI_NAMES)
+LEGACY_SAMPLER_NAMES = sampler_names("top_k", "typical_p", "mirostat_tau", "mirostat_eta", **WEBUI_NAMES)
 
 
 class WebUIBackend(OpenAICompletionsBackend):
     name = "webui"
     default_port = 5000
-    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True)
+    capabilities = Capabilities(grammar=True, streaming=True, tokenizer=True, embeddings=True)
     grammar_key = "grammar_string"
+    samplers = SAMPLER_NAMES
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         body = super().request_body(prompt, params, stream=stream)
@@ -47,7 +58,7 @@ def legacy_request(prompt: str, params: GenerationParams, *, context_window: int
         body["stopping_strings"] = list(params.stop)
     if context_window:
         body["truncation_length"] = context_window
-    body.update(sampler_fields(params, {}))
+    body.update(sampler_fields(params, LEGACY_SAMPLER_NAMES))
     body.update(grammar_fields)
     return body
 
@@ -63,6 +74,7 @@ class WebUILegacyBackend(HTTPBackend):
     capabilities = Capabilities(grammar=True, streaming=False, tokenizer=True)
     grammar_key = "grammar_string"
     endpoint_suffixes = ("/v1", "/api")
+    samplers = LEGACY_SAMPLER_NAMES
 
     def request_body(self, prompt: str, params: GenerationParams) -> dict[str, Any]:
         return legacy_request(prompt, params, context_window=self.configured_context_window,

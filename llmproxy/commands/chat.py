@@ -114,6 +114,7 @@ def chat(
     max_tokens: opt.MaxTokens = None,
     temperature: opt.Temperature = None,
     seed: opt.Seed = None,
+    preset: opt.Preset = None,
     retries: opt.Retries = None,
     max_steps: Annotated[int, typer.Option(
         "--max-steps", min=1, help="Most function calls the model may make for one user message.")] = 4,
@@ -138,7 +139,7 @@ def chat(
         route = opt.open_route(backend=backend, endpoint=endpoint, model=model, wrapper=wrapper or (AUTO if syntax else CHAT_WRAPPER),
                                grammar=grammar,
                                syntax=syntax, context_window=context_window, auth_type=auth_type, auth_key=auth_key,
-                               max_tokens=max_tokens, temperature=temperature, seed=seed,
+                               max_tokens=max_tokens, temperature=temperature, seed=seed, preset=preset,
                                retries=retries)
         console = out()
         interactive = sys.stdin.isatty()

@@ -85,6 +85,7 @@ def eval_command(
     max_tokens: opt.MaxTokens = None,
     temperature: opt.Temperature = None,
     seed: opt.Seed = None,
+    preset: opt.Preset = None,
     retries: opt.Retries = None,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", min=1, show_default=False, help="Run only the suite's first N scenarios (a quick check).")] = None,
@@ -115,7 +116,8 @@ def eval_command(
         scenarios = load_scenarios(path)[:limit]
         routes = opt.open_routes(opt.variants(wrapper, grammar or DEFAULT_GRAMMARS, decide), backend=backend, endpoint=endpoint, model=model, syntax=syntax,
                                  context_window=context_window, auth_type=auth_type, auth_key=auth_key,
-                                 max_tokens=max_tokens, temperature=temperature, seed=seed, retries=retries)
+                                 max_tokens=max_tokens, temperature=temperature, seed=seed, preset=preset,
+                                 retries=retries)
         results: list[tuple[Summary, list[Outcome]]] = []
         with progress_bar(len(routes) * len(scenarios)) as bar:
             for route in routes:

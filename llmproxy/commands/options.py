@@ -80,6 +80,13 @@ MaxTokens = Annotated[Optional[int], typer.Option(
 Temperature = Annotated[Optional[float], typer.Option(
     "--temperature", min=0, max=2, show_default=False,
     help="Sampling temperature; 0 is (nearly) deterministic. Default: the backend's own default.")]
+Preset = Annotated[Optional[str], typer.Option(
+    "--preset", show_default=False,
+    help="A settings preset: named generation settings such as deterministic, precise or creative, and MemGPT's "
+         "simple and deterministic_mirostat ('llmproxy settings' lists them, with what each sets). Settings are "
+         "layered: the backend's defaults, the user settings file, the preset, the model's own settings "
+         "(--temperature and the like, a config file's settings), then a request's own fields. "
+         "Example: --preset deterministic")]
 Seed = Annotated[Optional[int], typer.Option(
     "--seed", show_default=False, help="Sampling seed, for repeatable runs where the backend honours it.")]
 Retries = Annotated[Optional[int], typer.Option(
@@ -117,6 +124,7 @@ def open_routes(
     temperature: float | None = None,
     seed: int | None = None,
     retries: int | None = None,
+    preset: str | None = None,
 ) -> list[Route]:
     """One route per (wrapper, grammar, decide) in ``variants`` (None: the default), all on the backend these
     options describe, checked as ``serve`` checks its flags, with the model loaded."""
@@ -126,7 +134,7 @@ def open_routes(
                 (("max_tokens", max_tokens), ("temperature", temperature), ("seed", seed)) if value is not None}
     common: dict[str, Any] = {"backend": backend, "endpoint": endpoint, "model": model, "syntax": syntax,
                               "context_window": context_window, "auth_type": auth_type_for(auth_type, auth_key),
-                              "auth_key": auth_key, "settings": settings or None}
+                              "auth_key": auth_key, "settings": settings or None, "preset": preset}
     name = backend or "embedded"
     routes = []
     with step("loading the embedded model" if name == "embedded" else f"connecting to {name}"):

@@ -41,6 +41,7 @@ def try_request(
     max_tokens: opt.MaxTokens = None,
     temperature: opt.Temperature = None,
     seed: opt.Seed = None,
+    preset: opt.Preset = None,
     retries: opt.Retries = None,
     show_prompt: Annotated[bool, typer.Option(
         "--show-prompt", help="Also print the whole prompt, as 'llmproxy render' does.")] = False,
@@ -66,14 +67,15 @@ def try_request(
         route = opt.open_route(backend=backend, endpoint=endpoint, model=model, wrapper=wrapper, grammar=grammar,
                                decide=decide, syntax=syntax, context_window=context_window, auth_type=auth_type,
                                auth_key=auth_key,
-                               max_tokens=max_tokens, temperature=temperature, seed=seed,
+                               max_tokens=max_tokens, temperature=temperature, seed=seed, preset=preset,
                                retries=retries)
         if json_output:
             typer.echo(chat_completion(request, route).model_dump_json(indent=2))
             return
         console = out()
         console.print(f"backend {opt.backend_label(route)}, wrapper {route.wrapper.name}, "
-                      f"grammar {route.grammar}, context {route.context_window} tokens", style="dim")
+                      f"grammar {route.grammar}, context {route.context_window} tokens"
+                      + (f", preset {route.preset}" if route.preset else ""), style="dim")
 
         def generate(asked: ChatRequest, attempt: int) -> tuple[Plan, Completion]:
             return _generate(console, asked, route, show_prompt=show_prompt and attempt == 1,

@@ -5,6 +5,7 @@
     completions/ OpenAI's text completions (POST /v1/completions): a raw prompt, no function calling
     responses/   OpenAI's Responses API (POST /v1/responses): Codex CLI, openai-agents
     messages/    Anthropic's Messages API (POST /v1/messages): Claude Code, the anthropic SDK
+    embeddings/  OpenAI's embeddings API (POST /v1/embeddings): MemGPT's and Letta's archival memory
     lark.py      a custom tool's Lark grammar as a regular expression (Codex's apply_patch)
     content.py   what stands in for content a text model cannot read
     wire.py      JSON and server-sent events as the faces write them

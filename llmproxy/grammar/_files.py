@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from llmproxy._data import search_dirs
+from llmproxy._data import named_files
 from llmproxy.errors import GrammarError
 
 __all__ = ["grammar_files", "grammar_names", "load_grammar"]
@@ -16,11 +16,7 @@ __all__ = ["grammar_files", "grammar_names", "load_grammar"]
 def grammar_files() -> dict[str, Path]:
     """Every grammar on the search path by name (file name without ``.gbnf``); the user's shadow the
     built-in ones. Read once per process (``grammar_files.cache_clear()`` reads the folders again)."""
-    found: dict[str, Path] = {}
-    for folder in search_dirs("grammars"):
-        for path in sorted(folder.glob("*.gbnf")):
-            found.setdefault(path.stem, path)
-    return found
+    return named_files("grammars", ".gbnf")
 
 
 def grammar_names() -> list[str]:

@@ -2,7 +2,7 @@
 
 ``create_app(routes)`` builds the FastAPI app; each route is a model name clients can ask for.
 Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (and GET/DELETE
-/v1/responses/{id}), POST /v1/messages and /v1/messages/count_tokens, GET /v1/models,
+/v1/responses/{id}), POST /v1/messages and /v1/messages/count_tokens, POST /v1/embeddings, GET /v1/models,
 GET /v1/models/{id}, GET /health, GET /metrics (Prometheus), the interactive docs at /docs, and the
 inspector page at /inspect (llmproxy.server.inspector).
 ``run`` serves it as ``llmproxy serve`` does.
@@ -33,6 +33,7 @@ from llmproxy.server.config import (DEFAULT_MAX_BODY_BYTES, ConnectionLimits, Ro
                                     check_fallbacks, route_limits)
 from llmproxy.server.connections import BODY_WRITER, WHOLE_WRITER, reserve_descriptors, uvicorn_options
 from llmproxy.server.disconnects import Cancelled
+from llmproxy.server.embeddings_face import EMBEDDINGS_BODY, EMBEDDINGS_PATH, EmbeddingsJob, answer_embeddings
 from llmproxy.server.endpoints import ChatGeneration, Generation, TextGeneration, openai_error_body
 from llmproxy.faces.messages import models_list as anthropic_models
 from llmproxy.server.messages_face import (MESSAGES_BODY, MESSAGES_PATH, MessagesGeneration, anthropic_error_body,
@@ -229,8 +230,10 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         service.metrics.record(log)
         recent.record(log)
 
-    async def generate(request: Request, kind: type[Generation]) -> Response:
-        """Read the request, take it through its stages, answer; log one line however it ends."""
+    async def generate(request: Request, kind: type[Generation], respond: Callable[..., Awaitable[BaseModel]] = answer
+                       ) -> Response:
+        """Read the request, take it through its stages, answer (``respond``: how a request is answered on
+        its lane once read; embeddings have their own); log one line however it ends."""
         log = RequestLog(kind.endpoint, request_id(request.scope), ended, steps=recent.steps())
         tried: list[Fallback] = []
         escalated: Fallback | None = None  # the model whose answer stayed unusable, once its escalate_to took over
@@ -261,7 +264,7 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
                 try:
                     if generation.stream:  # the stream writes the log line
                         return with_fallbacks(await stream(request, lane, generation, log, escalate), tried)
-                    response = await answer(request, lane, generation, log)
+                    response = await respond(request, lane, generation, log)
                     break
                 except Exception as exc:  # tried again on its own lane as far as it could be (responses.goes_again)
                     escalation = escalate(exc)
@@ -348,8 +351,14 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         prompt = await anyio.to_thread.run_sync(chat.draft) if chat.heavy else chat.draft()
         return {"input_tokens": (await service.lane(chat.route).count(prompt)).tokens}
 
+    @app.post(EMBEDDINGS_PATH, tags=["OpenAI"], openapi_extra=_inline_body_doc(EMBEDDINGS_BODY))
+    async def embeddings(request: Request) -> Response:
+        """Embeddings of ``input`` (a string, strings, token ids or lists of them) by the model's backend, as
+        floats or base64; ``dimensions`` where the model gives that many."""
+        return await generate(request, EmbeddingsJob, answer_embeddings)  # type: ignore[arg-type]
+
     app.direct = {"/v1/chat/completions": chat_completions, "/v1/completions": completions,
-                  "/v1/responses": responses, MESSAGES_PATH: messages}
+                  "/v1/responses": responses, MESSAGES_PATH: messages, EMBEDDINGS_PATH: embeddings}
 
     @app.head("/", include_in_schema=False)
     @app.head("/api/hello", include_in_schema=False)
@@ -361,11 +370,13 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
 
     @app.get("/v1/models", tags=["OpenAI"])
     async def models(request: Request) -> dict[str, Any]:
-        """The model names this server answers to, with the backend and wrapper behind each; in
-        Anthropic's list shape when the request carries ``anthropic-version`` (Claude Code's discovery)."""
+        """The model names this server answers to, each with its context length (``context_length``,
+        ``max_model_len``), the backend and wrapper behind it and what it takes (tools, grammars,
+        embeddings); in Anthropic's list shape when the request carries ``anthropic-version`` (Claude
+        Code's discovery), with ``max_input_tokens``."""
         service.intake.authorize(request)
         if "anthropic-version" in request.headers:
-            return anthropic_models(list(service.models.routes), service.models.created)
+            return anthropic_models(service.models.windows(), service.models.created)
         return {"object": "list", "data": service.models.cards()}
 
     @app.get("/v1/models/{model:path}", tags=["OpenAI"])

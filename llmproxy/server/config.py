@@ -32,6 +32,7 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     wrapper = "chatml-noforce-roles"
     auth_type = "bearer_token"    # or "api_key"; with auth_key
     auth_key = "secret"
+    preset = "precise"            # a settings preset ('llmproxy settings' lists them), under the settings below
     settings = { temperature = 0.2, stop = ["</s>"] }
     max_running = 4               # requests it runs at once (default 32; the embedded model: 1)
     max_queue = 16                # requests that may wait beyond those (default 16); past them, 429
@@ -125,6 +126,7 @@ class ModelConfig(_Strict):
     grammar: str | None = None  # None: the wrapper alias's setting, else auto
     decide: Literal["free", "choose"] | None = None  # tool_choice "auto" (llmproxy.decide); None: the route's default
     context_window: int | None = Field(default=None, ge=1)
+    preset: str | None = None  # a settings preset (llmproxy.presets); ``settings`` tune it
     settings: dict[str, Any] = Field(default_factory=dict)
     auth_type: Literal["bearer_token", "api_key"] | None = None
     auth_key: str | None = None
@@ -227,6 +229,7 @@ def model_route(name: str, model: ModelConfig) -> Route:
         grammar=model.grammar,
         context_window=model.context_window,
         settings=model.settings,
+        preset=model.preset,
         function_correction=model.function_correction,
         auth_type=model.auth_type,
         auth_key=model.auth_key,

@@ -15,6 +15,7 @@ limited number of requests at once and queues a limited number more (llmproxy.se
 at a time for a backend whose ``capabilities.concurrent`` is false: the embedded model). Generations
 always go through the backend's stream so they can be stopped between tokens: closing it closes the
 HTTP response, which tells the backend server to stop, instead of leaving it to run for nobody.
+Embeddings go the same ways (``embed``): on the event loop, or in the lane's threads, behind its admission.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ import abc
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
-from llmproxy.backends.base import IDLE, AsyncBackend, Backend, Completion, ProbeResult, Relayed, StreamDelta
+from llmproxy.backends.base import (IDLE, AsyncBackend, Backend, Completion, Embedded, EmbeddingInput, EmbeddingOptions,
+                                    ProbeResult, Relayed, StreamDelta)
 from llmproxy.server.admission import Admission
 from llmproxy.server.config import RouteLimits
 from llmproxy.server.disconnects import Cancelled, Watch
@@ -85,6 +87,11 @@ class Lane(abc.ABC):
     @abc.abstractmethod
     async def count(self, text: str) -> TokenCount:
         """Tokens in ``text``, by the backend's tokenizer where it has one."""
+
+    @abc.abstractmethod
+    async def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions, watch: Watch,
+                    log: RequestLog) -> Embedded:
+        """The backend's embeddings of ``inputs``, stopped once the client leaves."""
 
     @abc.abstractmethod
     async def open(self, planned: Planned, watch: Watch, idle_after: float | None = None) -> Any:
@@ -142,6 +149,11 @@ class LoopLane(Lane):
                     collector.add(delta)
         return collector.completion()
 
+    async def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions, watch: Watch,
+                    log: RequestLog) -> Embedded:
+        async with watch.interruptible():
+            return await self.backend.aembed(inputs, options)
+
     async def count(self, text: str) -> TokenCount:
         counted = await self.backend.acount_tokens(text)
         return TokenCount(counted, exact=True) if counted is not None else await estimate(text)
@@ -184,6 +196,10 @@ class ThreadLane(Lane):
 
     async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
         return await self._in_thread(_generate, self.backend, planned, watch.cancelled, log)  # one thread hop
+
+    async def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions, watch: Watch,
+                    log: RequestLog) -> Embedded:
+        return await self._in_thread(_embed, self.backend, inputs, options, watch.cancelled)
 
     async def open(self, planned: Planned, watch: Watch, idle_after: float | None = None) -> ThreadStream:
         return ThreadStream(await self._in_thread(_open, self.backend, planned, watch.cancelled), idle_after)
@@ -258,6 +274,13 @@ def _open(backend: Backend, planned: Planned, cancelled: threading.Event) -> Ite
     if cancelled.is_set():  # the client left while the request was being planned
         raise Cancelled()
     return iter(backend.stream(planned.prompt, planned.params))
+
+
+def _embed(backend: Backend, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions,
+           cancelled: threading.Event) -> Embedded:
+    if cancelled.is_set():  # the client left while the request waited for its place
+        raise Cancelled()
+    return backend.embed(inputs, options)
 
 
 def _close(deltas: Iterator[StreamDelta]) -> None:

@@ -1,5 +1,10 @@
 """The models a server answers to: which route serves a request's ``model``, and what /v1/models says.
 
+Each model's entry carries its facts where clients look for them: its context length as LM Studio and
+Letta read it (``context_length``) and as vLLM writes it (``max_model_len``): the configured context, else
+the one its backend reports it loaded; and, in llmproxy's own field, what it takes (tools, grammars),
+whether it embeds and its embeddings' length.
+
 A request naming no model goes to the default model, else to the first. One naming a model that is
 not served goes to the first alias whose glob pattern matches it (``claude-*``: Claude Code sends
 Claude's names, Codex OpenAI's), else to the default model where there is one (a server started with
@@ -65,11 +70,32 @@ class Models:
         return [self._card(name, route) for name, route in self.routes.items()]
 
     def _card(self, name: str, route: Route) -> dict[str, Any]:
+        window = context_length(route)
         return {"id": name, "object": "model", "created": self.created, "owned_by": "llmproxy",
+                "context_length": window, "max_model_len": window,
                 "llmproxy": {"backend": route.backend.name, "wrapper": route.wrapper.name, "grammar": route.grammar,
-                             "context_window": route.context_window}}
+                             "context_window": window, "capabilities": capabilities(route)}}
+
+    def windows(self) -> list[tuple[str, int]]:
+        """Each served name with its context length (Anthropic's list carries it too)."""
+        return [(name, context_length(route)) for name, route in self.routes.items()]
 
     def _not_found(self, name: str) -> ModelNotFoundError:
         aliases = f"; aliases: {', '.join(self.aliases)}" if self.aliases else ""
         return ModelNotFoundError(f"The model {name!r} is not served here; known models: {', '.join(self.routes)}"
                                   f"{aliases}", param="model")
+
+
+def context_length(route: Route) -> int:
+    """The context the route's backend serves: as configured, else as its server reported it (learned once
+    it answers, for a server that was down when the route was built), else the route's."""
+    return route.backend.context_window() or route.context_window
+
+
+def capabilities(route: Route) -> dict[str, Any]:
+    """What the model takes: tools (every route: llmproxy renders them), a grammar (where its backend
+    constrains output), embeddings (where its backend has an endpoint for them) and their length, where known."""
+    backend = route.backend
+    embeds = backend.capabilities.embeddings
+    return {"tools": True, "grammar": backend.capabilities.grammar and route.grammar != "none", "embeddings": embeds,
+            "embedding_dimensions": backend.embedding_dimensions() if embeds else None}

@@ -80,12 +80,13 @@ class RequestLog:
     def answered(self, response: Any) -> None:
         usage = getattr(response, "usage", None)
         if usage is not None:
-            self.tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}"
-            self.prompt_tokens, self.completion_tokens = usage.prompt_tokens, usage.completion_tokens
-        info = getattr(response, "llmproxy", None)
-        if info is not None and info.repairs:
-            self.repairs = ",".join(info.repairs)
-            self.repair_names = list(info.repairs)
+            completion = getattr(usage, "completion_tokens", 0)  # an embedding's usage has none
+            self.tokens = f"{usage.prompt_tokens}+{completion}"
+            self.prompt_tokens, self.completion_tokens = usage.prompt_tokens, completion
+        repairs = getattr(getattr(response, "llmproxy", None), "repairs", None)  # an embedding has none
+        if repairs:
+            self.repairs = ",".join(repairs)
+            self.repair_names = list(repairs)
         if self.steps is not None and isinstance(response, BaseModel):
             self.steps.responded(model_json(response, indent=2, exclude_none=True).decode())
 

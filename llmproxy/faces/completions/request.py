@@ -20,7 +20,7 @@ from llmproxy.constraints import format_constraint, grammar_constraint
 from llmproxy.route import Route
 from llmproxy.settings import deep_merge, to_generation_params
 from llmproxy.tokens import TokenCount, answer_tokens
-from llmproxy.types import ResponseFormat, StreamOptions, Usage, new_id
+from llmproxy.types import PRESET_FIELD_HELP, PRESET_NAME_LIMIT, ResponseFormat, StreamOptions, Usage, new_id
 
 
 class CompletionRequest(BaseModel):
@@ -37,6 +37,7 @@ class CompletionRequest(BaseModel):
     stream_options: StreamOptions | None = None
     response_format: ResponseFormat | None = None
     grammar: str | None = Field(default=None, description="llmproxy extension: a grammar name or GBNF text")
+    preset: str | None = Field(default=None, max_length=PRESET_NAME_LIMIT, description=PRESET_FIELD_HELP)
     n: int = Field(default=1, ge=1, le=1)
 
     @field_validator("prompt", mode="before")
@@ -91,7 +92,7 @@ def plan_text(request: CompletionRequest, route: Route, prompt_tokens: TokenCoun
     values = {"temperature": request.temperature, "top_p": request.top_p, "seed": request.seed,
               "max_tokens": request.max_tokens}
     asked = {key: value for key, value in values.items() if value is not None}
-    settings = deep_merge(route.base_settings, asked)
+    settings = deep_merge(route.settings_for(request.preset), asked)
     settings.update(constraint.settings())
     # Only the caller's stop strings: the settings' ones belong to the wrappers' prompt formats.
     settings["stop"] = [request.stop] if isinstance(request.stop, str) else request.stop or []

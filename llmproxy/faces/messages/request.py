@@ -72,6 +72,7 @@ def read_request(body: Any, *, counting: bool = False) -> MessagesRequest:
         "top_p": optional(body, "top_p", a_number, low=0, high=1),
         "reasoning_effort": _reasoning_effort(body),
         "response_format": _response_format(body),
+        "preset": optional(body, "preset", a_string),  # llmproxy's extension, as on the chat endpoint
     }
     try:
         chat = ChatRequest(**fields)

@@ -96,7 +96,7 @@ ECHOED: dict[str, Any] = {
 ECHOED_JSON = orjson.dumps(ECHOED)
 # Fields read, or harmless to pass over (hints for OpenAI's own caches and billing); any other is reported.
 KNOWN = {*ECHOED, "model", "input", "stream", "include", "conversation", "background", "prompt", "stream_options",
-         "service_tier", "prompt_cache_retention", "client_metadata"}
+         "service_tier", "prompt_cache_retention", "client_metadata", "preset"}
 # Chat's names for the fields a ChatRequest may refuse, as the client wrote them.
 RENAMED = {"max_tokens": "max_output_tokens", "response_format": "text.format", "reasoning_effort": "reasoning.effort",
            "messages": "input"}
@@ -244,6 +244,7 @@ def read_request(body: dict[str, Any], previous: StoredResponse | None = None) -
         "response_format": _response_format(body.get("text")),
         "reasoning_effort": _reasoning_effort(body.get("reasoning")),
         "user": body.get("user"),
+        "preset": body.get("preset"),  # llmproxy's extension, as on the chat endpoint
     }
     try:
         chat = ChatRequest.model_validate(fields)

@@ -80,6 +80,9 @@ async def rerun(original: Entry, changes: dict[str, Any], served: Served, lane_o
     if steps is None or not steps.whole or route is None:
         raise InvalidRequestError("This request was not captured whole, so it cannot be run again; start the "
                                   "server with --capture.")
+    if not getattr(steps.kind, "rerunnable", True):
+        raise InvalidRequestError(f"A request to {original.log.endpoint} is not run again here: it renders no "
+                                  "prompt to try with another wrapper, syntax or grammar.")
     changed = await anyio.to_thread.run_sync(variant, route, changes)
     generation = steps.kind.read(json.loads(steps.request), served).on_route(changed)
     done: list[Entry] = []

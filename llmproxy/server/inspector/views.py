@@ -50,7 +50,8 @@ def detail(entry: Entry) -> dict[str, Any]:
     view = summary(entry)
     view["steps"] = steps.view() if steps is not None else None
     view["changes"] = steps.changes if steps is not None else None
-    view["can_rerun"] = steps is not None and steps.kind is not None and steps.whole
+    view["can_rerun"] = (steps is not None and steps.kind is not None and steps.whole
+                         and getattr(steps.kind, "rerunnable", True))
     return view
 
 

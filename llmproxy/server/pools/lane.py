@@ -14,10 +14,11 @@ while its client waits (one that leaves cancels it).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
-from llmproxy.backends.base import IDLE, Backend, Completion, ProbeResult, Relayed, StreamDelta
+from llmproxy.backends.base import (IDLE, Backend, Completion, Embedded, EmbeddingInput, EmbeddingOptions, ProbeResult,
+                                    Relayed, StreamDelta)
 from llmproxy.server.admission import Slot
 from llmproxy.server.disconnects import Watch
 from llmproxy.server.endpoints import Generation, Planned
@@ -67,11 +68,26 @@ class PoolLane(Lane):
             self.pool.candidates(self.tried)  # none left: say so before counting with one that is out
         planned = await super().plan(generation, log)
         if self.member is None:
-            key = (self.key or request_key(generation)) if self.pool.spec.sticky else None
-            self.member = await self.pool.take(key, self.tried)
-            self.tried.append(self.member.name)
-            log.member = self.member.name
+            await self._take((self.key or request_key(generation)) if self.pool.spec.sticky else None, log)
         return planned
+
+    async def embed(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions, watch: Watch,
+                    log: RequestLog) -> Embedded:
+        """On the least loaded member (embeddings keep no conversation's cache: no stickiness)."""
+        if self.member is not None and not self.member.health.up:  # it failed this request: another takes it
+            self.release()
+        if self.member is None:
+            await self._take(None, log)
+        member = self._held()
+        embedded = await self._on(member, member.lane.embed(inputs, options, watch, log))
+        self.pool.answered(member)
+        return embedded
+
+    async def _take(self, key: str | None, log: RequestLog) -> None:
+        """A member for the request, not one that took it already."""
+        self.member = await self.pool.take(key, self.tried)
+        self.tried.append(self.member.name)
+        log.member = self.member.name
 
     def retry_elsewhere(self, error: BaseException) -> bool:
         """Whether the request, failed by its member (or by the one counting its tokens) before any of its
