@@ -56,7 +56,7 @@ def test_scoring_follows_the_tool_choice():
     assert (named.valid, named.correct, named.arguments) == (True, True, {"text": "Hello"})
 
 
-SEEDS = (11, 23, 37)
+SEEDS = (11, 23)  # two draws of every scenario: the suite's longest fixture, kept within its time budget
 BUILTIN_SCENARIOS = load_scenarios() + load_scenarios(builtin_scenarios_path().with_name("keywords.jsonl"))
 
 
@@ -79,7 +79,7 @@ def outcomes_by_seed():
 def test_grammar_makes_every_builtin_scenario_schema_valid(seed, outcomes_by_seed):
     """With the generated grammar, SmolLM2-135M answers every scenario validly: the built-in conversations,
     and one scenario per schema keyword the grammar expresses (ranges, lengths, patterns, formats...).
-    The grammar guarantees it whatever is sampled, so it holds for every seed (three are tried)."""
+    The grammar guarantees it whatever is sampled, so it holds for every seed (two are tried)."""
     scenarios = BUILTIN_SCENARIOS
     route, outcomes = outcomes_by_seed[seed]
     failures = [(o.scenario, o.error) for o in outcomes if not o.valid]
