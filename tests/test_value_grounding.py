@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmproxy.backends._value_grounding import ValueGrounding
+from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding
 
 PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
           " Angeles", "San", ", ", "1", "-", "-5", "Mag", "Magnus", "Man", '"b": ',
           '{"name": "f", "arguments": {"a": ']
 CALL = '{"name": "f", "arguments": {"a": '
-TOKEN_OF = {piece: token for token, piece in enumerate(PIECES)}
+TOKENS = GroundingTokens.of(PIECES)
 BIAS = 4.0
 
 
 def raised(request: str, *written: str, by: float = BIAS) -> set[str]:
     """The pieces the grounding raises after ``written`` (each ``by`` nats)."""
-    grounding = ValueGrounding(PIECES, TOKEN_OF, request, BIAS)
+    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS)
     for piece in written:
-        grounding.accept(TOKEN_OF[piece])
+        grounding.accept(TOKENS.token_of[piece])
     logits = np.zeros(len(PIECES), dtype=np.float32)
     grounding.adjust(logits)
     assert set(logits.tolist()) <= {0.0, by}

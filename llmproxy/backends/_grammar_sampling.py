@@ -31,7 +31,7 @@ from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker, Judgement
 from llmproxy.backends._list_continuation import ListContinuation, ListTokens
-from llmproxy.backends._value_grounding import ValueGrounding
+from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -51,7 +51,7 @@ class GrammarCheckedLlama(Llama):
         self._starts: dict[tuple[str, ...], np.ndarray] = {}
         self._ranker: FunctionRanker | None = None
         self._list_tokens: dict[str, ListTokens] = {}  # what each token does to calls that more may follow
-        self._token_of: dict[str, int] | None = None  # each token's text -> the token, made on first use
+        self._grounding_tokens: GroundingTokens | None = None  # the vocabulary as the grounding looks it up
         self._call_style = CallStyle()  # how this model spaces its calls, for the drafts of the next
 
     def ending_text(self) -> bytes | None:
@@ -111,11 +111,9 @@ class GrammarCheckedLlama(Llama):
 
     def _value_grounding(self, choice: GrammarChoice) -> ValueGrounding:
         """What holds a chosen call's values to its request, with this model's tokens (looked up once)."""
-        if self._token_of is None:
-            self._token_of = {}
-            for token, piece in enumerate(self._pieces):
-                self._token_of.setdefault(piece, token)
-        return ValueGrounding(self._pieces, self._token_of, choice.request, choice.grounding_bias)
+        if self._grounding_tokens is None:
+            self._grounding_tokens = GroundingTokens.of(self._pieces)
+        return ValueGrounding(self._grounding_tokens, self._pieces, choice.request, choice.grounding_bias)
 
     def _judge_functions(self, choice: GrammarChoice) -> Judgement:
         """The choice's function that its request is for, and how relevant it is, by a ranker loaded on first

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,14 +34,30 @@ _NUMBER_CHARS = frozenset("0123456789.-+eE")
 _ARGUMENTS_DEPTH = 2  # a call's object, then its arguments' object
 
 
+@dataclass(frozen=True)
+class GroundingTokens:
+    """A vocabulary (by its tokens' text) as the grounding looks it up, made once per model: the token of
+    each text, and the tokens that begin with an argument separator."""
+
+    token_of: Mapping[str, int]
+    separators: tuple[int, ...]
+
+    @classmethod
+    def of(cls, pieces: Sequence[str]) -> GroundingTokens:
+        token_of: dict[str, int] = {}
+        for token, piece in enumerate(pieces):
+            token_of.setdefault(piece, token)
+        return cls(token_of, tuple(token for token, piece in enumerate(pieces) if piece.lstrip().startswith(",")))
+
+
 class ValueGrounding:
     """Follows a call's JSON token by token (``accept``) and raises the tokens that continue the value being
-    written as the request does (``adjust``, on the step's raw logits, before the token is drawn).
-    ``token_of`` maps a token's text to the token."""
+    written as the request does (``adjust``, on the step's raw logits, before the token is drawn)."""
 
-    def __init__(self, pieces: Sequence[str], token_of: Mapping[str, int], request: str, bias: float) -> None:
+    def __init__(self, tokens: GroundingTokens, pieces: Sequence[str], request: str, bias: float) -> None:
         self._pieces = pieces
-        self._token_of = token_of
+        self._token_of = tokens.token_of
+        self._separators = list(tokens.separators)
         self._text = request
         self._numbers = numbers(request)
         self._amounts = amounts(request)
@@ -51,7 +68,6 @@ class ValueGrounding:
         self._value = ""  # the string or number value written so far
         self._in_number = False
         self._answer = ""  # the calls written so far
-        self._separators: list[int] | None = None  # the tokens that begin with the separator, looked up once
 
     def adjust(self, logits: np.ndarray) -> None:
         bias = self._bias
@@ -62,7 +78,7 @@ class ValueGrounding:
         elif self._in_number and not self._number_is_whole():
             rests = self._number_rests(self._value)
         elif self._argument_ends() and self._amounts - used_amounts(self._answer, self._amounts):
-            logits[self._separator_tokens()] += self._bias / 2
+            logits[self._separators] += self._bias / 2
             return
         else:
             return
@@ -102,11 +118,6 @@ class ValueGrounding:
         json = self._json
         return (not json.in_string and len(json.open) == _ARGUMENTS_DEPTH and json.open[-1] == "{"
                 and json.last not in "{,:" and (not self._in_number or self._number_is_whole()))
-
-    def _separator_tokens(self) -> list[int]:
-        if self._separators is None:
-            self._separators = [token for token, piece in enumerate(self._pieces) if piece.lstrip().startswith(",")]
-        return self._separators
 
     def _string_rests(self, written: str) -> list[str]:
         """What follows ``written`` in the request's text where it appears there, where it nowhere ends a word."""
