@@ -41,6 +41,10 @@ BODY_WRITER = "llmproxy.body_writer"
 # take it (a response begun already, a client that left or reads slowly, a HEAD request). A generation's
 # answer has the server's whole response at once: this spares it two trips through the ASGI send.
 WHOLE_WRITER = "llmproxy.whole_writer"
+# And: ``watch(callback)`` has the connection call ``callback`` when the client goes away while the request
+# runs (at once where it has gone already), and ``watch(None)`` stops it. A request watched so costs no task
+# of its own waiting on the ASGI receive for the disconnect (llmproxy.server.disconnects).
+DISCONNECT_WATCH = "llmproxy.disconnect_watch"
 
 
 class Connections:
@@ -79,6 +83,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.phase = "idle"  # idle -> head -> body -> running -> idle ...
         self.head_bytes = 0
         self.deadline: asyncio.TimerHandle | None = None
+        self.on_lost: Callable[[], None] | None = None  # the running request's DISCONNECT_WATCH callback
 
     @property
     def serving(self) -> bool:
@@ -98,6 +103,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self.registry.leave(self)
         self.expect("closed", None)
         super().connection_lost(exc)
+        if self.on_lost is not None:
+            lost, self.on_lost = self.on_lost, None
+            lost()
 
     def data_received(self, data: bytes) -> None:
         if self.phase == "idle":  # the first bytes of a request
@@ -117,6 +125,7 @@ class GuardedProtocol(HttpToolsProtocol):
             extensions = self.scope.setdefault("extensions", {})
             extensions[BODY_WRITER] = _body_writer(cycle, self.transport)
             extensions[WHOLE_WRITER] = _whole_writer(cycle, self.transport)
+            extensions[DISCONNECT_WATCH] = self._disconnect_watch(cycle)
         self.expect("body", self.limits.body_timeout)
 
     def on_message_complete(self) -> None:
@@ -130,6 +139,17 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if self.phase == "running":
             self.expect("idle", self.limits.idle_timeout)
+
+    def _disconnect_watch(self, cycle: RequestResponseCycle) -> Callable[[Callable[[], None] | None], None]:
+        """The ``DISCONNECT_WATCH`` of the request ``cycle`` answers."""
+
+        def watch(callback: Callable[[], None] | None) -> None:
+            if callback is not None and cycle.disconnected:
+                callback()
+            else:
+                self.on_lost = callback
+
+        return watch
 
     def expect(self, phase: str, seconds: float | None) -> None:
         if self.deadline is not None:

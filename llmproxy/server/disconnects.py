@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.requests import Request
 
 from llmproxy.server.admission import Admission, Slot
+from llmproxy.server.connections import DISCONNECT_WATCH
 
 
 class Cancelled(Exception):
@@ -55,16 +56,22 @@ class Watch:
 async def watching(request: Request) -> AsyncIterator[Watch]:
     """Watch for the client to disconnect while the body runs; raises Cancelled if it did.
 
-    A plain asyncio task: an anyio task group here would cost more than the rest of the request.
+    This server's own connections say when they are lost (``DISCONNECT_WATCH``); under another ASGI server
+    a plain asyncio task listens for the disconnect (an anyio task group would cost more than the rest of
+    the request).
     """
     watch = Watch()
+    watch_connection = request.scope.get("extensions", {}).get(DISCONNECT_WATCH)
+    if watch_connection is not None:
+        watch_connection(watch.disconnected)
+        stop: Callable[[], object] = lambda: watch_connection(None)  # noqa: E731
+    else:
+        async def listen() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            watch.disconnected()
 
-    async def listen() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        watch.disconnected()
-
-    listener = asyncio.ensure_future(listen())
+        stop = asyncio.ensure_future(listen()).cancel
     try:
         yield watch
     except asyncio.CancelledError:
@@ -73,6 +80,6 @@ async def watching(request: Request) -> AsyncIterator[Watch]:
         asyncio.current_task().uncancel()  # our own cancellation, turned into Cancelled
         raise Cancelled() from None
     finally:
-        listener.cancel()
+        stop()
     if watch.cancelled.is_set():
         raise Cancelled()
