@@ -23,10 +23,12 @@ and ``free`` everywhere else.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from llmproxy.backends import backends_with
+from llmproxy.common.word_overlap import content_words, word_overlap
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.syntaxes.base import ChoosableFunction
 from llmproxy.types import FunctionCall, FunctionMessage, ToolMessage, UserMessage, content_text
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from llmproxy.backends.base import Backend
     from llmproxy.prompts import Wrapper
     from llmproxy.syntaxes.base import AnswerShape, CallMode, CallSyntax, Decide, GrammarChoice
-    from llmproxy.types import ChatRequest
+    from llmproxy.types import ChatRequest, FunctionDefinition
 
 DecideMode = Literal["free", "choose"]
 DECIDE_MODES: tuple[DecideMode, ...] = ("free", "choose")
@@ -54,6 +56,15 @@ CALL_BIAS = 2.75
 # they were.
 RELEVANCE_WEIGHT = 0.3
 RELEVANCE_FLOOR = 5.0
+# The request's own words move the call's bias too (llmproxy.common.word_overlap): by these many nats for
+# all of the best function's name words (description words, parameter-name words) in the request, from
+# WORDS_OFFSET for none. Fitted on the same 339 requests, cross-checked by fitting on one seed's sample and
+# deciding the other's: 93 % and 91 % decided right (with the terms above alone: 83 % and 77 %); on all
+# 339, calls chosen in 230 of the 243 that ask for one, text kept in 86 of the 96 that do not.
+NAME_WORDS_WEIGHT = 8.0
+DESCRIPTION_WORDS_WEIGHT = 6.0
+PARAMETER_WORDS_WEIGHT = 4.0
+WORDS_OFFSET = -5.0
 # After each call of a chosen answer that more calls may follow, another follows while numbers the request
 # writes are in no call yet (llmproxy.backends._list_continuation); where it writes none, where the model's
 # own margin for going on (over ending the answer) plus CONTINUE_BIAS is above zero. Calibrated on 57
@@ -132,7 +143,22 @@ def ranked_choice(choice: GrammarChoice, shape: AnswerShape, request: ChatReques
         for f in functions)
     several = shape.parallel and getattr(shape.syntax, "lists_calls", False)
     separator = (getattr(shape.syntax, "call_separator", None) or "") if several else ""
-    return replace(choice, functions=known, request=asked, separator=separator)
+    words = words_bias(asked, functions) if asked else 0.0
+    return replace(choice, functions=known, request=asked, separator=separator, words_bias=words)
+
+
+def words_bias(request: str, functions: Sequence[FunctionDefinition]) -> float:
+    """The bias a call gets from how much of the best-named function the request's words hold."""
+    asked = content_words(request)
+
+    def bias(function: FunctionDefinition) -> float:
+        properties = function.parameters.get("properties")
+        overlap = word_overlap(asked, function.name, function.description or "",
+                               properties if isinstance(properties, dict) else ())
+        return (NAME_WORDS_WEIGHT * overlap.name + DESCRIPTION_WORDS_WEIGHT * overlap.description
+                + PARAMETER_WORDS_WEIGHT * overlap.parameters)
+
+    return max(map(bias, functions)) + WORDS_OFFSET
 
 
 def _opening(syntax: CallSyntax, name: str) -> str:

@@ -13,8 +13,11 @@ from scripted_backend import ScriptedBackend
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, chooses_call, relevance_bias
 from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends.base import Capabilities, Completion
-from llmproxy.decide import (CALL_BIAS, MAX_RANKED_FUNCTIONS, RELEVANCE_FLOOR, RELEVANCE_WEIGHT, request_decide,
-                             route_decide)
+from llmproxy.common.word_overlap import content_words, word_overlap
+from llmproxy.decide import (CALL_BIAS, DESCRIPTION_WORDS_WEIGHT, MAX_RANKED_FUNCTIONS, NAME_WORDS_WEIGHT,
+                             PARAMETER_WORDS_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT, WORDS_OFFSET, request_decide,
+                             route_decide, words_bias)
+from llmproxy.types import FunctionDefinition
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.prompts import load_wrapper
 from llmproxy.proxy import chat_completion, parse_request, plan
@@ -261,6 +264,40 @@ def test_a_call_is_chosen_by_its_first_step_or_the_requests_relevance_and_is_to_
     expected = {"get_time": choice.functions[1].calls, "answer": choice.answer}[grammar]
     assert sampler._sampler.text == expected
     assert judged == ["Weather in Paris?"]  # once, for the relevance and the ranking alike
+
+
+@pytest.mark.parametrize(("asked", "grammar"), [
+    ("Weather in Paris?", "get_time"),  # names get_weather: a first step 4 nats short of a call is raised past it
+    ("Tell me a joke about cats.", "answer"),  # names no function: the same first step stays text
+])
+def test_the_requests_own_words_move_the_choice(monkeypatch, asked, grammar):
+    choice = plan(_request([{"role": "user", "content": asked}]), _route(ChoosingBackend())).params.choice_grammar
+    monkeypatch.setattr("llama_cpp.llama_get_logits_ith", lambda ctx, idx: np.array([0.0, 4.0], dtype=np.single))
+    monkeypatch.setattr(np.ctypeslib, "as_array", lambda raw, shape: raw)
+    sampler = ChoosingSampler(choice, np.array([True, False]), None, _Sampler,
+                              lambda asked: Judgement(best=1, relevance=0.0))
+    sampler.sample(type("Ctx", (), {"ctx": None})())
+    assert sampler._sampler.text == {"get_time": choice.functions[1].calls, "answer": choice.answer}[grammar]
+
+
+def test_the_words_bias_weighs_the_best_functions_name_description_and_parameter_words():
+    assert plan(_request(), _route(ChoosingBackend())).params.choice_grammar.words_bias == (
+        NAME_WORDS_WEIGHT + WORDS_OFFSET)  # "weather" of get_weather; neither "city" nor anything of get_time
+    forecast = FunctionDefinition(name="forecast", description="Tomorrow's rain and wind for a city",
+                                  parameters={"type": "object", "properties": {"city": {}, "units": {}}})
+    assert words_bias("Will rain fall tomorrow in the city?", [forecast]) == pytest.approx(
+        DESCRIPTION_WORDS_WEIGHT * 3 / 4 + PARAMETER_WORDS_WEIGHT / 2 + WORDS_OFFSET)  # rain, tomorrow, city of 4
+    assert words_bias("Tell me a joke.", [forecast]) == WORDS_OFFSET
+    assert plan(_request([{"role": "system", "content": "Weather?"}]),
+                _route(ChoosingBackend())).params.choice_grammar.words_bias == 0.0  # no request text to read
+
+
+def test_words_are_compared_as_stems_without_the_commonest():
+    assert content_words("getCurrentTemperatures") == content_words("the current temperature") == {"curren", "temper"}
+    assert content_words("What is it in NY?") == frozenset()  # common, or under three letters
+    overlap = word_overlap(content_words("Book two flights to Paris"), "book_flight", "Books a seat on a plane",
+                           ["destination", "date"])
+    assert (overlap.name, overlap.description, overlap.parameters) == pytest.approx((1.0, 1 / 3, 0.0))  # book of 3
 
 
 def test_the_relevance_bias_grows_past_its_floor_and_is_never_below_the_call_bias():

@@ -7,8 +7,9 @@ together - and how likely its favourite other start is. The call wins when the f
 choice's bias, is the greater; from then on the answer is sampled under the chosen grammar, as any
 grammar is. A small model leans to text even where a request plainly asks for a call, so where its first
 step leans that way, the bias grows with how well the best offered function explains the request (its
-relevance, llmproxy.backends._function_ranking). Where several functions are offered, a call is to the one the model ranks first
-for the request (llmproxy.backends._function_ranking). The choice reads the raw logits, so it does not
+relevance, llmproxy.backends._function_ranking); and it moves with how much of an offered function the
+request names in its own words (llmproxy.decide.words_bias). Where several functions are offered, a call
+is to the one the model ranks first for the request (llmproxy.backends._function_ranking). The choice reads the raw logits, so it does not
 depend on the seed or the temperature: the same conversation is decided the same way every time.
 
 Once the function is known, so is much of its call: llmproxy.backends._call_draft proposes it as a draft.
@@ -105,7 +106,7 @@ class ChoosingSampler:
         """Whether the answer calls: by its first step alone where that leans to a call; else with the bias
         the request's relevance to the best function earns, where the functions can be judged."""
         choice = self._choice
-        margin = call_margin(logits, self._starts)
+        margin = call_margin(logits, self._starts) + choice.words_bias
         if margin + choice.call_bias > 0:
             return True
         if not (choice.relevance_weight and choice.request and choice.functions):

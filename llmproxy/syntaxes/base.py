@@ -90,7 +90,9 @@ class GrammarChoice:
     the probability of the likeliest way to start a call (a token that begins one of ``triggers``),
     raised by a bias (in nats), beats that of the likeliest other first token. The bias is ``call_bias``,
     or, where that is more, ``relevance_weight`` times how far the best function's relevance to the
-    request (llmproxy.backends._function_ranking) is above ``relevance_floor``.
+    request (llmproxy.backends._function_ranking) is above ``relevance_floor``; either way raised by
+    ``words_bias``, which the request's own words earn (llmproxy.decide.words_bias; below zero where they
+    name none of what any function is for).
     """
 
     calls: str
@@ -99,6 +101,7 @@ class GrammarChoice:
     call_bias: float = 0.0
     relevance_weight: float = 0.0
     relevance_floor: float = 0.0
+    words_bias: float = 0.0
     # Where a chosen answer's calls are bare JSON objects that more may follow, what stands between two
     # (llmproxy.backends._list_continuation decides after each whether another follows), and the bias of
     # going on where the request's numbers do not decide.
