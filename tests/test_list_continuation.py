@@ -4,6 +4,8 @@ margin, a bias, and whether the request's numbers are all in the calls written
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -46,8 +48,10 @@ def answer(request: str, *values: str) -> ListContinuation:
 def test_numbers_are_read_as_digits_and_as_values():
     assert numbers("from $2,000 to 3000.50, then +7 and -4.") == {"2000", "3000.50", "7", "-4"}
     assert numbers("no digits") == set() and numbers("v2 and x3") == set()
-    assert amounts("8 % of 2,000.0 and 3.50") == {"8", "2000", "3.5"}
-    assert used_amounts('{"rate": 0.08, "amount": 2000, "n": 7}', {"8", "2000", "3.5"}) == {"8", "2000"}
+    assert amounts("8 % of 2,000.0 and 3.50, then 8") == Counter({"8": 2, "2000": 1, "3.5": 1})
+    asked = Counter({"8": 2, "2000": 1, "3.5": 1})
+    assert used_amounts('{"rate": 0.08, "amount": 2000, "n": 7}', asked) == Counter({"8": 1, "2000": 1})
+    assert used_amounts('{"a": 2000, "b": 2000}', asked) == Counter({"2000": 1})  # no more than are asked
 
 
 @pytest.mark.parametrize(("values", "goes_on"), [
@@ -104,6 +108,8 @@ def test_names_are_capitalised_runs_and_quoted_text():
     assert names("\"Can you check if Bulbasaur can learn 'Solar Beam', and then the same for 'Surf'? Thanks.\"") == {
         "bulbasaur", "solar beam", "surf"}  # a quoted question is no name
     assert names_in('{"name": "f", "arguments": {"museum": "Louvre_Museum"}}', {"louvre museum", "paris"}) == {"louvre museum"}
+    asked = {"new york city", "vegan salad"}
+    assert names_in('{"city": "New York", "diet": "Vegan"}', asked) == {"new york city"}  # most of it, not a word of it
 
 
 @pytest.mark.parametrize(("values", "goes_on"), [
@@ -121,3 +127,9 @@ def test_fewer_values_left_than_a_call_uses_end_the_answer():
     # the call used three numbers; only the 2 of m/s^2 is left: not enough for another call
     continuation = answer("Start at 20 m/s, accelerate at 10 m/s^2 for 5 s.", '"a": [20, 10, 5]')
     assert step(continuation, more=30.0)[COMMA] == -np.inf
+
+
+def test_a_number_the_request_writes_twice_counts_twice():
+    # 10 and 5 are in the first call; they are asked again beside 3: enough for another call
+    continuation = answer("Start at 20 m/s, 10 m/s^2 for 5 s; then at 3 m/s, 10 m/s^2 for 5 s.", '"a": [20, 10, 5]')
+    assert step(continuation, more=-30.0)[END] == -np.inf

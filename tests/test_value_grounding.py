@@ -8,21 +8,27 @@ from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding
 
 PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
           " Angeles", "San", ", ", "1", "-", "-5", "Mag", "Magnus", "Man", '"b": ',
-          '{"name": "f", "arguments": {"a": ']
+          '{"name": "f", "arguments": {"a": ', '",', '"}', '"x']
 CALL = '{"name": "f", "arguments": {"a": '
 TOKENS = GroundingTokens.of(PIECES)
 BIAS = 4.0
 
 
-def raised(request: str, *written: str, by: float = BIAS) -> set[str]:
-    """The pieces the grounding raises after ``written`` (each ``by`` nats)."""
+def raised_by(request: str, *written: str) -> dict[str, float]:
+    """The pieces the grounding raises after ``written``, and by how many nats."""
     grounding = ValueGrounding(TOKENS, PIECES, request, BIAS)
     for piece in written:
         grounding.accept(TOKENS.token_of[piece])
     logits = np.zeros(len(PIECES), dtype=np.float32)
     grounding.adjust(logits)
-    assert set(logits.tolist()) <= {0.0, by}
-    return {PIECES[token] for token in np.flatnonzero(logits)}
+    return {PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
+
+
+def raised(request: str, *written: str, by: float = BIAS) -> set[str]:
+    """The pieces the grounding raises after ``written`` (each ``by`` nats)."""
+    found = raised_by(request, *written)
+    assert set(found.values()) <= {by}
+    return set(found)
 
 
 def test_a_number_begun_as_the_requests_goes_on_as_it_does():
@@ -49,8 +55,13 @@ def test_keys_and_text_the_request_does_not_hold_are_left_alone():
     assert raised("Los Angeles", '"', "Los", " Ang") == set()  # a string after nothing is no value
 
 
-def test_a_string_value_may_begin_a_name_of_the_request():
-    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {"Mag", "Magnus"}
+def test_a_string_value_may_begin_a_name_of_the_request_the_next_in_reading_order_most():
+    # the only name is the next too: raised twice by half the bias
+    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS) == {"Mag", "Magnus"}
+    request = "Flights from Los Angeles to San Diego, and from Manila"
+    assert raised_by(request, '{"s": "') == {"Los": BIAS, "San": BIAS / 2, "Man": BIAS / 2}
+    after_los = ('{"s": "', "Los", " Angeles", '"', ", ", '"b": ', '"')
+    assert raised_by(request, *after_los) == {"Los": BIAS / 2, "San": BIAS, "Man": BIAS / 2}
     assert raised("what is the rating of that player?", '{"s": "') == set()  # no name written
 
 
@@ -59,3 +70,21 @@ def test_the_separator_is_raised_after_a_whole_value_while_numbers_of_the_reques
     assert raised("at 20 m/s for 5 seconds", CALL, "20", ", ", '"b": ', "5") == set()  # all are in
     assert raised("at 20 m/s or 200 m/s", CALL, "20") == set()  # 20 may be whole or go on to 200
     assert raised("at 20 m/s for 5 seconds", '{"a": ', "20") == set()  # not a call's arguments
+
+
+def test_a_value_may_begin_the_requests_next_number_in_reading_order():
+    request = "first 5, 20 and 1, then 2, 20 and 5"
+    assert raised(request, CALL, by=BIAS / 2) == {"5"}  # before any number value: the request's first
+    assert raised(request, CALL, "5", ", ", '"b": ', by=BIAS / 2) == {"2", "20"}  # after 5: 20
+    assert raised(request, CALL, "1", ", ", '"b": ', by=BIAS / 2) == {"2"}  # after 1 (its first place): 2
+    assert raised(request, CALL, "5", ", ", '"b": ', "20", ", ", '"b": ', "1", "}", "}", ", ", CALL,
+                  by=BIAS / 2) == {"2"}  # the next call goes on from there: 2
+    assert raised(request, '{"a": ') == set()  # not a call's arguments
+    assert raised("no numbers here", CALL) == set()
+
+
+def test_a_value_that_is_a_name_the_request_lists_with_others_is_ended_there():
+    closers = {'"', '",', '"}'}
+    assert raised("Weather in Los Angeles, San Diego and Manila", '{"s": "', "Los", " Angeles", by=BIAS / 2) == closers
+    assert raised("Weather in Los Angeles and San Diego", '{"k": [', '"', "Los", " Angeles", by=BIAS / 2) == closers
+    assert raised("Weather in Los Angeles, please", '{"s": "', "Los", " Angeles") == set()  # a name alone

@@ -6,7 +6,8 @@ back as a list). After each call the answer either goes on (the separator, ``,``
 end-of-generation token). Left to itself, a small model ends after one call almost every time, whatever
 was asked. But a request that asks for several calls names values for each, and calls rarely use values
 the request does not hold; so the values the request writes decide first, numbers and names (runs of
-capitalised words other than a sentence's first, and quoted text) each on their own:
+capitalised words other than a sentence's first, and quoted text) each on their own, a number counted
+as often as the request writes it (the 1 of "5, 6 and 1, then 3, 2 and 1" twice):
 
 - the last call used values of a kind not used before, and at least as many of that kind are in no call
   yet: the calls are still covering the request (a call for each of Seattle, Boston and Chicago), and
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -41,21 +43,27 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)[\"'(\[]*$")
 
 def numbers(text: str) -> set[str]:
     """The numbers written in ``text``, as digits (thousands separators and a leading + dropped)."""
-    return {found.replace(",", "").lstrip("+").rstrip(".") for found in _NUMBER.findall(text)}
+    return set(numbers_in_order(text))
 
 
-def amounts(text: str) -> set[str]:
-    """The values of the numbers written in ``text``, however written (8, 8.0, 8.00)."""
-    return {f"{float(found.replace(',', '')):.12g}" for found in _NUMBER.findall(text)}
+def numbers_in_order(text: str) -> list[str]:
+    """The numbers written in ``text``, as ``numbers`` writes them, in the order written."""
+    return [found.replace(",", "").lstrip("+").rstrip(".") for found in _NUMBER.findall(text)]
 
 
-def used_amounts(call: str, asked: set[str]) -> set[str]:
-    """Which of the request's ``asked`` amounts a call's text holds: as written, or as a fraction where the
-    request wrote a percentage (5 % as 0.05)."""
-    used = set()
-    for value in amounts(call):
-        used.add(value)
-        used.add(f"{float(value) * 100:.12g}")
+def amounts(text: str) -> Counter[str]:
+    """The values of the numbers written in ``text``, however written (8, 8.0, 8.00), each as many times as
+    it is written."""
+    return Counter(f"{float(found.replace(',', '')):.12g}" for found in _NUMBER.findall(text))
+
+
+def used_amounts(call: str, asked: Counter[str]) -> Counter[str]:
+    """Which of the request's ``asked`` amounts a call's text holds, each as many times as it does (up to as
+    many as are asked): as written, or as a fraction where the request wrote a percentage (5 % as 0.05)."""
+    used: Counter[str] = Counter()
+    for value, times in amounts(call).items():
+        percentage = f"{float(value) * 100:.12g}"
+        used[value if value in asked else percentage] += times
     return used & asked
 
 
@@ -79,9 +87,10 @@ def written_names(text: str) -> set[str]:
 
 def names_in(call: str, asked: set[str]) -> set[str]:
     """Which of the ``asked`` names a call's JSON text holds (a name inside a value, or a value inside a
-    name: "New York" for "New York City")."""
+    name that is most of it: "New York" for "New York City", not "Vegan" for "Vegan Salad")."""
     values = {_plain(value) for value in _strings(call) if len(value) > 1}
-    return {name for name in asked if any(_plain(name) in value or value in _plain(name) for value in values)}
+    return {name for name in asked
+            if any(_plain(name) in value or (value in _plain(name) and 2 * len(value) > len(name)) for value in values)}
 
 
 def _plain(text: str) -> str:
@@ -185,12 +194,12 @@ class ListContinuation:
         if not (self._numbers or self._names):
             return 0
         kinds = ((self._numbers, lambda call: used_amounts(call, self._numbers)),
-                 (self._names, lambda call: names_in(call, self._names)))
+                 (Counter(self._names), lambda call: Counter(names_in(call, self._names))))
         for asked, used_by in kinds:
             *before, last = [used_by(call) for call in self._calls]
-            earlier = set().union(*before)
+            earlier = sum(before, Counter())
             new, left = last - earlier, asked - earlier - last
-            if new and len(left) >= len(new):
+            if new and left.total() >= new.total():
                 return 1
         return -1
 
