@@ -64,12 +64,13 @@ class ProcessControl:
             if process.returncode is not None:
                 raise ServerFailed(f"its command exited with status {process.returncode} before it answered; "
                                    f"its last lines: {self.tail(5)}")
-            if (await anyio.to_thread.run_sync(self.served.probe)).up:
+            probe = await anyio.to_thread.run_sync(self.served.probe)
+            if probe.up:
                 break
             if time.monotonic() > deadline:
                 await self.unload()
-                raise ServerFailed(f"its server did not answer within {self.start_timeout:g} s (start_timeout); "
-                                   f"its last lines: {self.tail(5)}")
+                raise ServerFailed(f"its server was not up within {self.start_timeout:g} s (start_timeout): "
+                                   f"{probe.detail}; its last lines: {self.tail(5)}")
             await asyncio.sleep(POLL_SECONDS)
         await anyio.to_thread.run_sync(self.served.discover)  # its context window and template, now it is up
         return _resident_bytes(process.pid)
