@@ -186,6 +186,9 @@ def serve(
              "read_timeout": read_timeout}
     on_demand = None
     if models_dir is not None:
+        if any(value is not None for value in flags.values()):
+            raise _fail("--models-dir serves the folder's GGUF files with their defaults; for other settings "
+                        "use a --config file with [on_demand] models_dir and [models.NAME] tables")
         if config is not None:
             raise _fail("--models-dir cannot be combined with --config: set [on_demand] models_dir in the file")
         on_demand = {"models_dir": str(models_dir), "ttl": ttl or 0.0,
@@ -202,14 +205,17 @@ def serve(
     log = logging.getLogger("llmproxy.server")
     if not api_key and not _is_loopback(listen_host):
         log.warning("listening on %s without an API key: anyone who can reach it can use it", listen_host)
-    server_app = create_app(routes, default_model=server.default_model, api_key=api_key,
-                            max_body_bytes=server.max_body_bytes,
-                            allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
-                            cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
-                            aliases=aliases, responses=ResponseStore(server.response_store_bytes,
-                                                                     server.response_store_ttl),
-                            capture=capture or server.capture, pools=served.pools, escalations=served.escalations,
-                            on_demand=served.on_demand)
+    try:
+        server_app = create_app(routes, default_model=server.default_model, api_key=api_key,
+                                max_body_bytes=server.max_body_bytes,
+                                allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
+                                cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
+                                aliases=aliases, responses=ResponseStore(server.response_store_bytes,
+                                                                         server.response_store_ttl),
+                                capture=capture or server.capture, pools=served.pools, escalations=served.escalations,
+                                on_demand=served.on_demand)
+    except ConfigurationError as exc:  # a model that can never fit in the memory budget
+        raise _fail(exc.message) from None
     if config is not None:  # kill -HUP reads the file again (llmproxy.server.reload)
         reload_on_sighup(server_app, lambda: serving(config, {}))
     for name, route in routes.items():
