@@ -93,6 +93,12 @@ ttl = 0.5
         pings_before_answer = names[:names.index("content_block_start")].count("ping")
         assert pings_before_answer >= 3  # a second of loading, a ping every 0.2 s
         assert fake.calls[:2] == ["load keep_alive=-1", "generate"]
+        root = f"http://127.0.0.1:{server.port}"
+        overview = httpx.get(f"{root}/inspect/api/overview").json()["models"][0]
+        assert overview["on_demand"]["state"] == "loaded" and overview["running"] == 0
+        request = httpx.get(f"{root}/inspect/api/requests").json()
+        entries = request["requests"] if isinstance(request, dict) else request
+        assert entries[-1]["model_wait_seconds"] >= 0.9  # the inspector shows its wait for the model
         card = httpx.get(f"{server.base_url}/models/qwen").json()
         assert card["state"] == "loaded" and card["llmproxy"]["on_demand"]["memory_bytes"] == 523_000_000
         deadline = time.monotonic() + 5
