@@ -75,9 +75,10 @@ class Resident:
 
     @property
     def memory(self) -> int:
-        """The bytes it counts for in the budget: configured, else measured at its last load, else guessed."""
+        """The bytes it counts for in the budget: as configured, else the larger of the guess and what it was
+        measured to take (a process reuses memory another model freed, so a reload can measure less)."""
         if self.measure and self.measured is not None:
-            return self.measured
+            return max(self.estimate, self.measured)
         return self.estimate
 
     @property
@@ -319,7 +320,7 @@ class Scheduler:
             resident.last_load_seconds = seconds
             resident.last_used = self.clock()
             if measured:
-                resident.measured = measured
+                resident.measured = max(measured, resident.measured or 0)
             logger.info("model %s loaded in %.2f s (%.0f MiB)", resident.name, seconds, resident.memory / MiB)
             self._arm_expiry(resident)
         self._schedule()

@@ -1,8 +1,8 @@
 """Memory sizes: as a config file writes them ("6GiB", "512 MB", a number of bytes), and as measured.
 
-A model's footprint is what the process grew by when it loaded (its resident set, from /proc); before
-its first load it is guessed from the GGUF file's size, which the weights take once mapped, plus a
-quarter for the context's cache and buffers (SmolLM2-135M at n_ctx 512: 98 MB file, 125 MB grown; Gemma
+A model's footprint is guessed from its GGUF file's size, which the weights take once mapped, plus a
+quarter for the context's cache and buffers, and raised to what the process grew by when it loaded (its
+resident set, from /proc) where that was more (SmolLM2-135M at n_ctx 512: 98 MB file, 125 MB grown; Gemma
 3 270M: 253 MB file, 277 MB grown).
 """
 
