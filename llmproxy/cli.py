@@ -45,11 +45,14 @@ def serve(
              "wrapper, syntax, grammar, decide, context_window, preset, settings, auth_type, auth_key, max_running, "
              "max_queue, "
              "retries, "
-             "connect_timeout, first_token_timeout, read_timeout, fallbacks, escalate_to, and for a pool of "
+             "connect_timeout, first_token_timeout, read_timeout, fallbacks, escalate_to, for a model loaded on "
+             "demand ttl, preload, memory, command (its server's command line, {port} where llmproxy's port for "
+             "it goes), start_timeout, router, and for a pool of "
              "interchangeable endpoints members, sticky_imbalance, poll_interval (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections, "
-             "response_store_bytes, response_store_ttl, capture; "
+             "response_store_bytes, response_store_ttl, capture; an optional [on_demand] table: memory_budget, "
+             "max_wait, models_dir, ttl; "
              "flags win; and an optional [aliases] table of glob patterns: \"claude-*\" = \"NAME\"). A request's "
              "model picks one; naming none picks default_model, else the first; an unknown name gets the "
              "first alias it matches, else default_model, else a 404. "
@@ -123,6 +126,19 @@ def serve(
         "--max-connections", min=1, show_default=False,
         help="Open connections kept at most; past it a new one closes the oldest that runs no request, "
              "so idle clients never lock out real ones. Default: 1000.")] = None,
+    models_dir: Annotated[Path | None, typer.Option(
+        "--models-dir", show_default=False,
+        help="A folder of GGUF files: each one is an embedded model named by its file's stem, loaded on its "
+             "first request and unloaded after --ttl idle seconds; with --memory-budget, the least recently "
+             "used idle model makes room (a model serving or loading never does), and a request that cannot "
+             "fit yet waits in its queue. For servers started on demand (llama-server, vLLM, ...) give each "
+             "model a command in a --config file. Example: --models-dir ~/models --memory-budget 8GiB --ttl 300")] = None,
+    memory_budget: Annotated[str | None, typer.Option(
+        "--memory-budget", show_default=False,
+        help="With --models-dir: the memory its models may take together, e.g. 8GiB. Default: no limit.")] = None,
+    ttl: Annotated[float | None, typer.Option(
+        "--ttl", min=0, show_default=False,
+        help="With --models-dir: idle seconds before a model unloads (0: never). Default: 0.")] = None,
     capture: Annotated[bool, typer.Option(
         "--capture", show_default=False,
         help="Keep each request's bodies (the client's request, the prompt, the grammar, the model's raw "
@@ -151,6 +167,8 @@ def serve(
       llmproxy serve --backend llamacpp --endpoint http://localhost:8080 --wrapper chatml
 
       llmproxy serve --config models.toml --host 0.0.0.0 --api-key "$KEY"
+
+      llmproxy serve --models-dir ~/models --memory-budget 8GiB --ttl 300
     """
     from llmproxy.server.app import create_app, run
     from llmproxy.server.config import serving
@@ -166,8 +184,19 @@ def serve(
              "context_window": context_window, "preset": preset, "max_running": max_running, "max_queue": max_queue,
              "retries": retries, "connect_timeout": connect_timeout, "first_token_timeout": first_token_timeout,
              "read_timeout": read_timeout}
+    on_demand = None
+    if models_dir is not None:
+        if any(value is not None for value in flags.values()):
+            raise _fail("--models-dir serves the folder's GGUF files with their defaults; for other settings "
+                        "use a --config file with [on_demand] models_dir and [models.NAME] tables")
+        if config is not None:
+            raise _fail("--models-dir cannot be combined with --config: set [on_demand] models_dir in the file")
+        on_demand = {"models_dir": str(models_dir), "ttl": ttl or 0.0,
+                     **({"memory_budget": memory_budget} if memory_budget is not None else {})}
+    elif memory_budget is not None or ttl is not None:
+        raise _fail("--memory-budget and --ttl go with --models-dir (or [on_demand] in a --config file)")
     try:
-        served = serving(config, {k: v for k, v in flags.items() if v is not None})
+        served = serving(config, {k: v for k, v in flags.items() if v is not None}, on_demand)
         server, routes, limits, fallbacks, aliases = served.server, served.routes, served.limits, served.fallbacks, \
             served.aliases
     except ConfigurationError as exc:
@@ -176,13 +205,17 @@ def serve(
     log = logging.getLogger("llmproxy.server")
     if not api_key and not _is_loopback(listen_host):
         log.warning("listening on %s without an API key: anyone who can reach it can use it", listen_host)
-    server_app = create_app(routes, default_model=server.default_model, api_key=api_key,
-                            max_body_bytes=server.max_body_bytes,
-                            allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
-                            cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
-                            aliases=aliases, responses=ResponseStore(server.response_store_bytes,
-                                                                     server.response_store_ttl),
-                            capture=capture or server.capture, pools=served.pools, escalations=served.escalations)
+    try:
+        server_app = create_app(routes, default_model=server.default_model, api_key=api_key,
+                                max_body_bytes=server.max_body_bytes,
+                                allowed_hosts=[listen_host, *(allowed_host or server.allowed_hosts)],
+                                cors_origins=cors_origin or server.cors_origins, limits=limits, fallbacks=fallbacks,
+                                aliases=aliases, responses=ResponseStore(server.response_store_bytes,
+                                                                         server.response_store_ttl),
+                                capture=capture or server.capture, pools=served.pools, escalations=served.escalations,
+                                on_demand=served.on_demand)
+    except ConfigurationError as exc:  # a model that can never fit in the memory budget
+        raise _fail(exc.message) from None
     if config is not None:  # kill -HUP reads the file again (llmproxy.server.reload)
         reload_on_sighup(server_app, lambda: serving(config, {}))
     for name, route in routes.items():

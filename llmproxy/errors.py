@@ -169,6 +169,14 @@ class OverloadedError(LLMProxyError):
         self.retry_after = retry_after
 
 
+class ModelBusyError(InvalidRequestError):
+    """A model asked to unload while requests use it: an answer under way is never cut off
+    (llmproxy.server.on_demand)."""
+
+    status_code = 409
+    code = "model_busy"
+
+
 # --- the model's output ----------------------------------------------------------------------
 
 
@@ -262,3 +270,13 @@ class BackendProtocolError(BackendError):
     """The backend answered, but not in the shape its protocol promises (garbage, truncated stream)."""
 
     code = "backend_protocol_error"
+
+
+class ModelLoadError(BackendConnectionError):
+    """A model loaded on demand could not be loaded or started (llmproxy.server.on_demand); a 503, so
+    fallbacks take it like a backend that is down."""
+
+    code = "model_load_failed"
+
+    def __init__(self, message: str, *, backend: str) -> None:
+        super().__init__(message, backend=backend)

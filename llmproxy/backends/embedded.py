@@ -195,6 +195,21 @@ class EmbeddedBackend(Backend):
     def _model(self) -> _LoadedModel:
         return _load(self.model_path, self.n_ctx)
 
+    def load(self) -> None:
+        """Load the model now (else it loads on first use)."""
+        self._model  # noqa: B018 - loading is the point
+
+    def unload(self) -> bool:
+        """Free the model once a generation still running on it has ended; whether it was loaded. Used by
+        the server's models loaded on demand (llmproxy.server.on_demand); a later use loads it again."""
+        with _models_lock:
+            model = _models.pop((self.model_path, self.n_ctx), None)
+        if model is None:
+            return False
+        with model.lock:
+            model.llama.close()
+        return True
+
     def context_window(self) -> int:
         return self.n_ctx
 

@@ -50,6 +50,10 @@ from llmproxy.server.lanes import Lane, lane_for
 from llmproxy.server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from llmproxy.server.metrics import Metrics
 from llmproxy.server.models import Models
+from llmproxy.server.on_demand import OnDemandSpec
+from llmproxy.server.on_demand.endpoints import install as install_on_demand
+from llmproxy.server.on_demand.metrics import OnDemandMetrics
+from llmproxy.server.on_demand.service import OnDemand
 from llmproxy.server.pools.lane import PoolLane
 from llmproxy.server.pools.pool import Pool
 from llmproxy.server.pools.spec import PoolSpec
@@ -72,7 +76,8 @@ class Service:
 
     def __init__(self, models: Models, intake: Intake, limits: Mapping[str, RouteLimits],
                  fallbacks: Mapping[str, Sequence[str]], responses: ResponseStore,
-                 pools: Mapping[str, PoolSpec] | None = None, escalations: Mapping[str, str] | None = None) -> None:
+                 pools: Mapping[str, PoolSpec] | None = None, escalations: Mapping[str, str] | None = None,
+                 on_demand: OnDemandSpec | None = None) -> None:
         check_fallbacks(fallbacks, list(models.routes))
         check_escalations(escalations or {}, list(models.routes))
         self.models = models
@@ -87,11 +92,21 @@ class Service:
             if name not in self.pools and id(route.backend) not in self.lanes:
                 self.lanes[id(route.backend)] = lane_for(route.backend, name, limits.get(name) or route_limits(route))
         self.metrics = Metrics(self.lanes.values(), responses, self.pools.values())
+        # Models loaded on demand (llmproxy.server.on_demand): a request goes through their scheduler.
+        self.on_demand = OnDemand(on_demand, models.routes) if on_demand is not None else None
+        self.limits = limits
+        if self.on_demand is not None:
+            self.metrics.registry.register(OnDemandMetrics(self.on_demand.scheduler))
+            models.facts = self.on_demand.facts
 
     def lane(self, route: Route, key: str | None = None) -> Lane:
         """The lane for a request to ``route``; a pool's gets the conversation ``key`` its client sent."""
         pool = self.pools.get(route.name)
-        return PoolLane(pool, key) if pool is not None else self.lanes[id(route.backend)]
+        lane = PoolLane(pool, key) if pool is not None else self.lanes[id(route.backend)]
+        if self.on_demand is not None:
+            limits = self.limits.get(route.name) or route_limits(route)
+            return self.on_demand.lane(route.name, lane, limits.max_running + limits.max_queue)
+        return lane
 
     def fallback(self, asked: Route, tried: int) -> Route | None:
         """The model to try after ``tried`` models failed for a request to ``asked``, if any is left."""
@@ -106,6 +121,8 @@ class Service:
     def start(self) -> None:
         for pool in self.pools.values():
             pool.start()
+        if self.on_demand is not None:
+            self.on_demand.start()
 
     async def adopt(self, other: Service) -> None:
         """Serve ``other``'s models from now on (its lanes and pools replace these; the metrics go on).
@@ -116,11 +133,15 @@ class Service:
         self.lanes.update(other.lanes)
         self.pools.clear()
         self.pools.update(other.pools)
+        if self.on_demand is not None:  # the scheduler and its loaded models stay: /v1/models goes on showing them
+            self.models.facts = self.on_demand.facts
         for pool in old_pools:
             await pool.stop()  # its members' connections stay open for the requests still on them
         self.start()
 
     async def aclose(self) -> None:
+        if self.on_demand is not None:
+            await self.on_demand.stop()
         for lane in self.lanes.values():
             await lane.aclose()
         for pool in self.pools.values():
@@ -192,7 +213,8 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
                cors_origins: Iterable[str] = (), limits: Mapping[str, RouteLimits] | None = None,
                fallbacks: Mapping[str, Sequence[str]] | None = None, aliases: Mapping[str, str] | None = None,
                responses: ResponseStore | None = None, capture: bool = False,
-               pools: Mapping[str, PoolSpec] | None = None, escalations: Mapping[str, str] | None = None) -> FastAPI:
+               pools: Mapping[str, PoolSpec] | None = None, escalations: Mapping[str, str] | None = None,
+               on_demand: OnDemandSpec | None = None) -> FastAPI:
     """The server for ``routes`` (model name -> route).
 
     ``default_model`` answers requests that name no model or one not in ``routes``; without it the
@@ -208,9 +230,10 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
     data); without it, the inspector shows the requests' metadata (llmproxy.server.inspector).
     ``pools``: for a model served by several backends, its members (its route renders for them all;
     llmproxy.server.pools). ``escalations``: for a model, the one that gets an answer it left unusable.
+    ``on_demand``: the models loaded on demand, and their memory budget (llmproxy.server.on_demand).
     """
     service = Service(Models(routes, default_model, aliases), Intake(api_key, max_body_bytes), limits or {},
-                      fallbacks or {}, responses or ResponseStore(), pools, escalations)
+                      fallbacks or {}, responses or ResponseStore(), pools, escalations, on_demand)
     app = _Server(HostCheck(allowed_hosts), title="llmproxy", version=__version__,
                   description="OpenAI function calling for local models. Point any OpenAI client here.")
     app.state.service = service
@@ -411,6 +434,11 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
                              "context_window": result.context_window, "detail": result.detail or None}
                       for name, result in probes.items()}
         models.update({name: pool.report(details) for name, pool in service.pools.items()})
+        if details and service.on_demand is not None:  # a started server's last lines
+            for name in models:
+                lines = service.on_demand.log_lines(name)
+                if lines is not None:
+                    models[name]["log"] = lines
         body = {"status": "ok" if up else "unavailable", "models": models}
         return Response(json.dumps(body), status_code=200 if up else 503, media_type="application/json")
 
@@ -421,6 +449,8 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         return Response(service.metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     install_inspector(app, service, recent)
+    if service.on_demand is not None:
+        install_on_demand(app, service.intake, service.on_demand)
     _document_bodies(app, [ChatRequest, CompletionRequest])
     return app
 

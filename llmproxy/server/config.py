@@ -54,6 +54,19 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     sticky = true                 # false: each request to the least loaded member, conversations or not
     escalate_to = "mixtral"       # an answer still unusable after the second chances is asked of it, once
 
+    [on_demand]                   # models loaded on demand (llmproxy.server.on_demand)
+    memory_budget = "6GiB"        # what they may take together; the least recently used idle one makes room
+    max_wait = 30                 # seconds a request for an unloaded model waits before busy models make room
+    models_dir = "~/models"       # each *.gguf in it: an embedded model named by its stem
+    ttl = 300                     # idle seconds before a model unloads (0: never); a model's own ttl wins
+
+    [models.coder]                # a server started on its first request, stopped after its ttl
+    backend = "llamacpp"
+    command = "llama-server -m ~/models/coder.gguf --port {port} --no-repack"   # {port}: llmproxy picks it
+    ttl = 600
+    preload = true                # loaded when the server starts (the default_model is, and stays loaded)
+    memory = "5GiB"               # what it takes in the budget (default: measured; GGUFs guessed before)
+
     [aliases]                     # names clients send (glob patterns, first match wins) -> a model
     "claude-*" = "mixtral"        # Claude Code's names, including its background tier
     "gpt-*" = "smol"
@@ -63,6 +76,11 @@ answers a request naming none with its first model, and one naming an unknown mo
 listing the known ones: with several models, a misspelt name must not silently reach another. A
 server started with flags serves one model, which answers whatever name a client sends (clients
 and tools default to names such as ``gpt-4o-mini``).
+
+With an ``[on_demand]`` table, or a model that sets ``command``, ``ttl``, ``preload``, ``memory`` or
+``router`` (its endpoint is llama.cpp's router, which loads ``model`` on command), embedded models load
+on their first request instead of at start, started servers and Ollama models likewise, and they unload
+after their ``ttl``; a ``model = "package:NAME"`` is the GGUF the installed Python package NAME ships.
 
 Nothing here imports the web framework: the commands that do not serve build their routes here too.
 """
@@ -80,6 +98,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmproxy.errors import ConfigurationError
 from llmproxy.grammar import grammar_names
 from llmproxy.route import DEFAULT_RETRIES, Route, build_route
+from llmproxy.server.on_demand.sizes import parse_size
+from llmproxy.server.on_demand.spec import (DEFAULT_MAX_WAIT, DEFAULT_START_TIMEOUT, PACKAGE_PREFIX, ModelPlan,
+                                            OnDemandSpec, command_line, gguf_files, model_file)
 from llmproxy.server.pools.build import check_members
 from llmproxy.server.pools.spec import MemberSpec, PoolSpec
 from llmproxy.server.response_store import DEFAULT_MAX_BYTES as DEFAULT_STORE_BYTES
@@ -145,6 +166,14 @@ class ModelConfig(_Strict):
     sticky: bool = True  # whether a conversation stays on its member (False: every request to the least loaded)
     poll_interval: float = Field(default=1.0, ge=0.1)  # seconds between two load and health checks of a member
     escalate_to: str | None = None  # the model that gets an answer still unusable after the second chances
+    # Loaded on demand (llmproxy.server.on_demand): idle seconds before it unloads (0: never; default:
+    # [on_demand] ttl), loaded at start, its size in the budget, the command that starts its server.
+    ttl: float | None = Field(default=None, ge=0)
+    preload: bool = False
+    memory: int | str | None = None
+    command: str | list[str] | None = None
+    start_timeout: float = Field(default=DEFAULT_START_TIMEOUT, gt=0)  # seconds its started server has to answer
+    router: bool = False  # its endpoint is llama.cpp's router: ``model`` loaded and unloaded on command
 
 
 class ConnectionLimits(_Strict):
@@ -174,10 +203,20 @@ class ServerConfig(ConnectionLimits):
         return ConnectionLimits(**{key: getattr(self, key) for key in ConnectionLimits.model_fields})
 
 
+class OnDemandConfig(_Strict):
+    """What the models loaded on demand share (llmproxy.server.on_demand)."""
+
+    memory_budget: int | str | None = None  # bytes, or "6GiB"; None: no limit
+    max_wait: float = Field(default=DEFAULT_MAX_WAIT, gt=0)
+    models_dir: str | None = None  # each GGUF file in it: an embedded model named by its stem
+    ttl: float = Field(default=0.0, ge=0)  # the models' default ttl
+
+
 class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     models: dict[str, ModelConfig] = Field(min_length=1)
     aliases: dict[str, str] = Field(default_factory=dict)  # glob of names clients send -> model
+    on_demand: OnDemandConfig | None = None
 
 
 def load_config(path: Path) -> Config:
@@ -190,22 +229,37 @@ def load_config(path: Path) -> Config:
         raise ConfigurationError(f"config file {path} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from None
+    return config_from(raw, f"config file {path}")
+
+
+def config_from(raw: dict[str, Any], origin: str) -> Config:
+    """A config file's contents checked (``origin`` names it in errors); ``[on_demand] models_dir``'s files
+    become models, after those the file names itself."""
+    path = origin
+    folder = (raw.get("on_demand") or {}).get("models_dir") if isinstance(raw.get("on_demand"), dict) else None
+    if isinstance(folder, str):
+        try:
+            found = {file.stem: {"model": str(file)} for file in gguf_files(folder)}
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{origin}: on_demand.{exc.message}") from None
+        named = raw.get("models") if isinstance(raw.get("models"), dict) else {}
+        raw = {**raw, "models": {**named, **{name: model for name, model in found.items() if name not in named}}}
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc']) or '(top level)'}: {error['msg']}" for error in exc.errors()
         )
-        raise ConfigurationError(f"config file {path}: {problems}") from None
+        raise ConfigurationError(f"{path}: {problems}") from None
     default = config.server.default_model
     if default is not None and default not in config.models:
         raise ConfigurationError(
-            f"config file {path}: server.default_model: {default!r} is not one of its models "
+            f"{path}: server.default_model: {default!r} is not one of its models "
             f"({', '.join(config.models)})"
         )
     for pattern, name in config.aliases.items():
         if name not in config.models:
-            raise ConfigurationError(f"config file {path}: aliases.{pattern!r}: {name!r} is not one of its models "
+            raise ConfigurationError(f"{path}: aliases.{pattern!r}: {name!r} is not one of its models "
                                      f"({', '.join(config.models)})")
     return config
 
@@ -283,6 +337,7 @@ class Serving(NamedTuple):
     aliases: dict[str, str]
     pools: dict[str, PoolSpec] = {}
     escalations: dict[str, str] = {}
+    on_demand: OnDemandSpec | None = None  # the models loaded on demand (llmproxy.server.on_demand)
 
 
 def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits, PoolSpec | None]:
@@ -324,9 +379,39 @@ def default_name(model: ModelConfig) -> str:
     return model.backend
 
 
-def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
-    """Server settings, routes and limits: from the config file at ``path``, else one model from
-    ``flags`` (ModelConfig's keys; none at all means the embedded model), which answers any model name."""
+def _found(model: ModelConfig) -> tuple[ModelConfig, tuple[str, ...] | None]:
+    """The model with its file found (``package:NAME``) and its command's ``{port}`` filled in; the command."""
+    update: dict[str, Any] = {}
+    if model.model and model.model.startswith(PACKAGE_PREFIX):
+        update["model"] = model_file(model.model)
+    argv = None
+    if model.command is not None:
+        argv, update["endpoint"] = command_line(model.command, model.endpoint)
+    return (model.model_copy(update=update) if update else model), argv
+
+
+def _on_demand(config: Config, commands: Mapping[str, tuple[str, ...]]) -> OnDemandSpec | None:
+    """The models loaded on demand: none unless the file has an [on_demand] table or a model sets a key of it."""
+    models = config.models
+    if config.on_demand is None and not any(model.command or model.ttl is not None or model.preload or model.router
+                                            or model.memory is not None for model in models.values()):
+        return None
+    shared = config.on_demand or OnDemandConfig()
+    budget = None if shared.memory_budget is None else parse_size(shared.memory_budget, "on_demand.memory_budget")
+    plans = {name: ModelPlan(ttl=shared.ttl if model.ttl is None else model.ttl, preload=model.preload,
+                             memory=None if model.memory is None else parse_size(model.memory, f"models.{name}.memory"),
+                             command=commands.get(name), start_timeout=model.start_timeout, router=model.router)
+             for name, model in models.items() if not model.members}  # a pool's members: not yet on demand
+    return OnDemandSpec(budget, shared.max_wait, config.server.default_model, plans)
+
+
+def serving(path: Path | None, flags: dict[str, Any], on_demand: dict[str, Any] | None = None) -> Serving:
+    """Server settings, routes and limits: from the config file at ``path``, else from ``on_demand`` (an
+    [on_demand] table naming a models_dir: ``serve --models-dir``), else one model from ``flags``
+    (ModelConfig's keys; none at all means the embedded model), which answers any model name."""
+    if path is None and on_demand is not None:
+        config = config_from({"on_demand": on_demand}, "--models-dir")
+        return _serving(config, "--models-dir")
     if path is None:
         try:
             model = ModelConfig(**flags)
@@ -335,7 +420,7 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
             option = "--" + str(error["loc"][0]).replace("_", "-") if error["loc"] else "option"
             raise ConfigurationError(f"bad option {option}: {error['msg']}") from None
         name = default_name(model)
-        route, limits, _ = _served(name, model)
+        route, limits, _ = _served(name, _found(model)[0])
         if model.fallbacks:
             raise ConfigurationError("fallbacks name other models: define them in a config file (--config)")
         return Serving(ServerConfig(default_model=name), {name: route}, {name: limits}, {}, {})
@@ -344,7 +429,10 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
         raise ConfigurationError(
             f"{options} cannot be combined with a config file ({path}): the file defines the models"
         )
-    config = load_config(path)
+    return _serving(load_config(path), f"config file {path}")
+
+
+def _serving(config: Config, path: str) -> Serving:
     served = Serving(config.server, {}, {}, {name: tuple(model.fallbacks) for name, model in config.models.items()
                                              if model.fallbacks}, config.aliases, {},
                      {name: model.escalate_to for name, model in config.models.items() if model.escalate_to})
@@ -352,15 +440,22 @@ def serving(path: Path | None, flags: dict[str, Any]) -> Serving:
         check_fallbacks(served.fallbacks, list(config.models))
         check_escalations(served.escalations, list(config.models))
     except ConfigurationError as exc:
-        raise ConfigurationError(f"config file {path}, {exc.message}") from None
+        raise ConfigurationError(f"{path}, {exc.message}") from None
+    commands: dict[str, tuple[str, ...]] = {}
     for name, model in config.models.items():
         try:
+            model, argv = _found(model)
+            if argv is not None:
+                commands[name] = argv
             served.routes[name], served.limits[name], pool = _served(name, model)
         except ConfigurationError as exc:
-            raise ConfigurationError(f"config file {path}, model {name!r}: {exc.message}") from None
+            raise ConfigurationError(f"{path}, model {name!r}: {exc.message}") from None
         if pool is not None:
             served.pools[name] = pool
-    return served
+    try:
+        return served._replace(on_demand=_on_demand(config, commands))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{path}: {exc.message}") from None
 
 
 def setup(path: Path | None, flags: dict[str, Any]) -> tuple[ServerConfig, dict[str, Route]]:

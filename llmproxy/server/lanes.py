@@ -71,6 +71,11 @@ class Lane(abc.ABC):
             return generation.finish(completion, answer_tokens(completion))
         return generation.finish(completion, await self.count(completion.text))
 
+    async def ready(self, seconds: float | None = None) -> bool:
+        """Whether the request, admitted, may be planned now, waiting at most ``seconds`` (None: as long as it
+        takes): always, except while its model is being loaded on demand (llmproxy.server.on_demand)."""
+        return True
+
     @abc.abstractmethod
     async def generate(self, planned: Planned, watch: Watch, log: RequestLog) -> Completion:
         """The whole generation, stopped once the client leaves; ``log`` is told when its first piece is in."""

@@ -16,7 +16,7 @@ default).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -42,6 +42,8 @@ class Models:
         self._fallback = routes[default] if default is not None else None  # also answers unknown names
         self._first = next(iter(routes.values()))
         self.created = int(time.time())
+        # A model loaded on demand: its state and facts (llmproxy.server.on_demand); None for the others.
+        self.facts: Callable[[str], dict[str, Any] | None] = lambda name: None
 
     def route(self, name: str | None) -> Route:
         """The route that answers a request naming ``name``."""
@@ -71,10 +73,15 @@ class Models:
 
     def _card(self, name: str, route: Route) -> dict[str, Any]:
         window = context_length(route)
-        return {"id": name, "object": "model", "created": self.created, "owned_by": "llmproxy",
+        card = {"id": name, "object": "model", "created": self.created, "owned_by": "llmproxy",
                 "context_length": window, "max_model_len": window,
                 "llmproxy": {"backend": route.backend.name, "wrapper": route.wrapper.name, "grammar": route.grammar,
                              "context_window": window, "capabilities": capabilities(route)}}
+        facts = self.facts(name)
+        if facts is not None:  # LM Studio's word for it at the top, llmproxy's details below
+            card["state"] = facts["state"]
+            card["llmproxy"]["on_demand"] = facts
+        return card
 
     def windows(self) -> list[tuple[str, int]]:
         """Each served name with its context length (Anthropic's list carries it too)."""

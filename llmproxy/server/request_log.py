@@ -49,6 +49,7 @@ class RequestLog:
         self.member: str | None = None  # the pool member that answered, or took it last (llmproxy.server.pools)
         self.members_failed: list[str] = []  # pool members that failed it before its answer began, in order
         self.escalated: tuple[str, str] | None = None  # (model, its escalate_to) after an unusable answer
+        self.model_wait: float | None = None  # seconds it waited for its model to load (llmproxy.server.on_demand)
         self.steps = steps  # the bodies of its steps, only when the server captures (llmproxy.server.inspector)
         self._emitted = False
 

@@ -24,7 +24,7 @@ from llmproxy.faces.chat.chunks import Events
 from llmproxy.server.connections import BODY_WRITER
 from llmproxy.server.disconnects import Watch, watching
 from llmproxy.server.endpoints import Generation
-from llmproxy.server.lanes import Collector, Lane
+from llmproxy.server.lanes import Collector, Lane, estimate
 from llmproxy.server.request_log import RequestLog, logger
 
 # The model that gets an answer left unusable: its lane and generation, once per request (None: none).
@@ -57,6 +57,8 @@ async def admitted(request: Request, lane: Lane, generation: Generation, log: Re
     async with watching(request) as watch:
         slot = await watch.enter(lane.admission)
         try:
+            async with watch.interruptible():
+                await lane.ready()  # its model loaded, where it loads on demand
             while True:
                 try:
                     return await attempt(watch)
@@ -152,6 +154,15 @@ async def _rest(steps: Any, waiting: Any) -> None:
             return
 
 
+async def _opening_while_loading(lane: Lane, generation: Generation) -> Events:
+    """The events of a stream whose model is still loading: planned on the prompt's estimated tokens (the
+    model's tokenizer is not loaded yet), for the opening events that go before its keep-alives; it is
+    planned again, exactly, once the model is loaded."""
+    prompt = await anyio.to_thread.run_sync(generation.draft) if generation.heavy else generation.draft()
+    generation.plan(await estimate(prompt))
+    return generation.chunks()
+
+
 def idle_after(events: Events) -> float | None:
     """How long a stream of ``events`` waits for its first delta before it sends a keep-alive event."""
     return KEEPALIVE_SECONDS if events.keeps_alive else None
@@ -195,7 +206,13 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     try:
         async with watching(request) as watch:
             slot = await watch.enter(lane.admission)
-            while True:
+            async with watch.interruptible():
+                loading = not await lane.ready(0)
+                if loading:  # its model loads on demand: the stream may start, and keep the client waiting
+                    events = await _opening_while_loading(lane, generation)
+                    loading = not await lane.ready(idle_after(events))
+            late = loading  # planned once the model is loaded, in the stream
+            while not loading:
                 try:
                     planned = await lane.plan(generation, log)
                     events = generation.chunks()
@@ -216,7 +233,7 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
     finished = False
 
     async def body() -> AsyncIterator[bytes]:
-        nonlocal finished, deltas, lane, generation, events, slot
+        nonlocal finished, deltas, lane, generation, events, slot, loading
         held = events.opening()  # sent with the first event after it
 
         def out(sent: list[bytes]) -> bytes:
@@ -232,7 +249,10 @@ async def stream(request: Request, lane: Lane, generation: Generation, log: Requ
             return sending.write(out(sent)) if sent else None
 
         try:
-            again = False  # the answer starts afresh: a second chance, another member of a pool, another model
+            while loading:  # the model loads (llmproxy.server.on_demand): the face's keep-alive meanwhile
+                yield out([events.keepalive()])
+                loading = not await lane.ready(KEEPALIVE_SECONDS)
+            again = late  # the answer starts afresh: a second chance, another member of a pool, another model
             escalated = False
             while True:
                 collector = Collector()

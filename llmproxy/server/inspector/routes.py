@@ -83,10 +83,15 @@ def install(app: FastAPI, service: Any, recent: Recent) -> None:
         models = []
         for name, route in routes.items():
             pool = service.pools.get(name)  # a model served by several backends (llmproxy.server.pools)
-            admission = pool.admission if pool is not None else service.lane(route).admission
+            lane = service.lane(route)
+            admission = pool.admission if pool is not None else getattr(lane, "inner", lane).admission  # on demand: its own
             members = pool.report(details=True)["members"] if pool is not None else None
+            on_demand = service.on_demand
+            loading = None if on_demand is None else on_demand.facts(name)
+            if loading is not None:
+                loading = {**loading, "log": (on_demand.log_lines(name) or [])[-10:]}
             models.append(views.route_view(route, admission, service.fallbacks.get(name, ()), counts.get(name, {}),
-                                           probes[name], members))
+                                           probes[name], members, loading))
         return _json({"models": models, "capture": recent.capture, "kept": len(recent.entries),
                       "max_kept": recent.max_entries, "kept_bytes": recent.bytes, "max_bytes": recent.max_bytes,
                       "choices": {"wrappers": [spec.name for spec in wrapper_specs()], "syntaxes": list(SYNTAX_NAMES),

@@ -39,6 +39,7 @@ def summary(entry: Entry) -> dict[str, Any]:
         "prompt_tokens": log.prompt_tokens, "completion_tokens": log.completion_tokens, "attempts": log.attempts,
         "repairs": log.repair_names, "grammar": log.grammar,
         "fallbacks": [{"model": model, "error": error} for model, error in log.fallbacks],
+        "model_wait_seconds": log.model_wait,  # waiting for its model to load (llmproxy.server.on_demand)
         "captured": steps is not None, "dropped_bytes": entry.dropped,
         "rerun_of": steps.rerun_of if steps is not None else None,
     }
@@ -61,9 +62,11 @@ def event(entry: Entry) -> bytes:
 
 
 def route_view(route: Route, admission: Admission, fallbacks: Sequence[str], counts: Mapping[str, float],
-               probe: ProbeResult, members: list[dict[str, Any]] | None) -> dict[str, Any]:
+               probe: ProbeResult, members: list[dict[str, Any]] | None,
+               on_demand: dict[str, Any] | None = None) -> dict[str, Any]:
     """One served model: where it sends (each member of a pool: ``members``, as /health reports them),
-    how it renders, its health, load and counts."""
+    how it renders, its health, load and counts; for a model loaded on demand, its state, memory and a
+    started server's last lines (``on_demand``: llmproxy.server.on_demand)."""
     spec = route.wrapper.spec
     return {
         "model": route.name, "backend": route.backend.name, "endpoint": getattr(route.backend, "endpoint", None),
@@ -72,7 +75,7 @@ def route_view(route: Route, admission: Admission, fallbacks: Sequence[str], cou
         "retries": route.retries, "fallbacks": list(fallbacks),
         "up": probe.up, "health": probe.detail, "members": members,
         "running": admission.running, "queued": admission.waiting, "max_running": admission.max_running,
-        "max_queue": admission.max_queue, "counts": dict(counts),
+        "max_queue": admission.max_queue, "counts": dict(counts), "on_demand": on_demand,
     }
 
 

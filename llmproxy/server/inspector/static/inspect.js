@@ -99,6 +99,9 @@ function renderOverview(overview) {
     return el("tr", { "data-model": model.model },
       el("td", {}, el("strong", {}, model.model)),
       el("td", {}, model.backend, model.endpoint ? el("div", { class: "note" }, model.endpoint) : null,
+        model.on_demand ? el("div", { class: model.on_demand.state === "failed" ? "bad" : "note",
+          title: (model.on_demand.log || []).join("\n") || model.on_demand.error || "" },
+          `${model.on_demand.state} · ${Math.round(model.on_demand.memory_bytes / 1048576)} MiB · ${model.on_demand.loads} loads`) : null,
         ...(model.members || []).map((member) => el("div", { class: `member ${member.state === "up" ? "" : "bad"}` },
           `${member.name}: ${member.state}`, el("span", { class: "note" },
             ` ${member.endpoint || member.backend || ""}, ${member.in_flight ?? 0} running${member.detail ? `; ${member.detail}` : ""}`)))),
@@ -190,6 +193,7 @@ function column(detail, heading) {
   const facts = [`${detail.endpoint}`, `model ${detail.model || "–"}`, `backend ${detail.backend || "–"}`,
     `wrapper ${detail.wrapper || "–"}`, `grammar ${detail.grammar || "none"}`, `status ${detail.status}`,
     `${ms(detail.seconds)}`, `first token ${ms(detail.first_token_seconds)}`,
+    ...(detail.model_wait_seconds ? [`waited ${ms(detail.model_wait_seconds)} for its model to load`] : []),
     `tokens ${detail.prompt_tokens}+${detail.completion_tokens}`, `attempts ${detail.attempts}`];
   const parts = [el("h3", {}, heading), el("p", { class: "facts" }, facts.join(" · "))];
   if (detail.changes) parts.push(el("p", { class: "note" }, `changed: ${JSON.stringify(detail.changes)}`));
