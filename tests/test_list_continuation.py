@@ -133,3 +133,16 @@ def test_a_number_the_request_writes_twice_counts_twice():
     # 10 and 5 are in the first call; they are asked again beside 3: enough for another call
     continuation = answer("Start at 20 m/s, 10 m/s^2 for 5 s; then at 3 m/s, 10 m/s^2 for 5 s.", '"a": [20, 10, 5]')
     assert step(continuation, more=-30.0)[END] == -np.inf
+
+
+@pytest.mark.parametrize(("request_text", "goes_on"), [
+    ("Start at 20 m/s, 10 m/s^2 for 5 s, and 3 s too.", False),  # 2 and 3 left: fewer than the call used
+    ("Start at 20 m/s, 10 m/s^2 for 5 s, then again for 3 s.", True),  # it asks for several: any value left will do
+])
+def test_a_request_that_asks_for_several_goes_on_while_any_value_is_left(request_text, goes_on):
+    logits = step(answer(request_text, '"a": [20, 10, 5]'), more=-30.0 if goes_on else 30.0)
+    assert bool(logits[COMMA] > -np.inf) == goes_on
+
+
+def test_a_comma_between_digits_separates_thousands_only_before_three_digits():
+    assert numbers("the factorial of 5,10 and 15, of $2,000,000") == {"5", "10", "15", "2000000"}

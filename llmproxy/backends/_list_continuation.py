@@ -11,7 +11,9 @@ as often as the request writes it (the 1 of "5, 6 and 1, then 3, 2 and 1" twice)
 
 - the last call used values of a kind not used before, and at least as many of that kind are in no call
   yet: the calls are still covering the request (a call for each of Seattle, Boston and Chicago), and
-  another follows;
+  another follows; where the request says in words that it asks for several ("respectively", "then",
+  "also", "both", "the same for" ...), any value of the kind in no call yet will do (a second call varies
+  one value of the first: "then repeat with a change in time of 10 seconds");
 - else (all are used; fewer are left than another call would use, such as the 2 of "m/s^2"; the last
   call used none not used before): the answer ends;
 - the request writes none: the model's own margin for going on (over ending), raised by ``continue_bias``,
@@ -33,11 +35,17 @@ import numpy as np
 
 from llmproxy.backends._json_chars import JSONChars
 
-_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
+# A comma between digits separates thousands where three digits follow it ("2,000,000"), else numbers ("5,10").
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 _CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
 _CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*")
 _QUOTED = re.compile(r"\"([^\"]{2,40})\"|(?<!\w)'([^']{2,40})'(?!\w)")  # a name, not a quoted question
+# Words with which a request asks for several things: on BFCL's non-live requests, in 3 of 4 of those that
+# ask for several calls and 1 of 11 of those that ask for one.
+_ASKS_FOR_SEVERAL = re.compile(
+    r"\b(?:respectively|each|both|then|also|repeat|same|again|as well|another|second|third|two|three|four|"
+    r"several|different|multiple|vs\.?|versus|compare|comparison|individually|separately)\b", re.IGNORECASE)
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)[\"'(\[]*$")
 
 
@@ -147,6 +155,7 @@ class ListContinuation:
         self._pieces = pieces
         self._numbers = amounts(request)
         self._names = names(request)
+        self._asks_for_several = _ASKS_FOR_SEVERAL.search(request) is not None
         self._bias = bias
         self._calls: list[str] = []  # the text of each call written
         self._call = ""  # the call being written
@@ -199,7 +208,7 @@ class ListContinuation:
             *before, last = [used_by(call) for call in self._calls]
             earlier = sum(before, Counter())
             new, left = last - earlier, asked - earlier - last
-            if new and left.total() >= new.total():
+            if new and left.total() >= (1 if self._asks_for_several else new.total()):
                 return 1
         return -1
 
