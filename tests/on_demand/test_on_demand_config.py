@@ -46,6 +46,8 @@ def test_a_package_names_its_gguf_and_a_command_gets_a_port(tmp_path):
     ('[models.a]\nbackend = "llamacpp"\ncommand = "llama-server -m x.gguf"\n', "put {port} where"),
     ('[models.a]\nttl = -1\n', "models.a.ttl"),
     ('[on_demand]\nmemory_budget = "10MB"\n[models.a]\n', "more than the whole memory_budget"),
+    ('[models.a]\nbackend = "llamacpp"\ncommand = "x {port}"\nmembers = [{ endpoint = "http://127.0.0.1:9" }]\n',
+     "give each member of the pool its own"),
 ])
 def test_bad_on_demand_settings_are_clear_errors(tmp_path, text, message):
     with pytest.raises(ConfigurationError, match=message.replace("(", "\\(").replace("{", "\\{")):
