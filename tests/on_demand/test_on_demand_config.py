@@ -70,7 +70,7 @@ def test_load_and_unload_need_the_api_key_and_name_a_model(ollama, tmp_path):  #
         assert loaded.status_code == 200 and loaded.json()["state"] == "loaded"
         unloaded = httpx.post(f"{root}/models/unload", json={"model": "qwen"}, headers=key)
         assert unloaded.status_code == 200 and unloaded.json()["state"] == "unloaded"
-        assert fake.calls == ["load keep_alive=-1", "unload"]
+        assert fake.calls == ["load keep_alive=70", "unload"]
         cross_site = httpx.post(f"{root}/models/unload", json={"model": "qwen"},
                                 headers={**key, "Origin": "https://evil.example"})
         assert cross_site.status_code == 403
