@@ -42,17 +42,17 @@ class OnDemand:
             if other != name:
                 raise ConfigurationError(f"models {other!r} and {name!r} are the same model loaded twice; make one "
                                          f"an alias of the other ([aliases])")
-            control = self._control(name, route, plan, keep=name == spec.keep)
-            if control is None:
+            if not scheduled(route, plan):
                 if isinstance(route.backend, LMStudioBackend):
                     self.lmstudio[name] = LMStudioModel(route.backend, 0.0 if name == spec.keep else plan.ttl)
                 continue
+            control = self._control(name, route, plan, keep=name == spec.keep)
             memory = plan.memory if plan.memory is not None else _guess(route)
             residents.append(Resident(name, control, memory=memory, ttl=plan.ttl, keep=name == spec.keep,
                                       measure=plan.memory is None))
         self.scheduler = Scheduler(residents, spec.budget, spec.max_wait)
 
-    def _control(self, name: str, route: Route, plan: ModelPlan, keep: bool) -> Control | None:
+    def _control(self, name: str, route: Route, plan: ModelPlan, keep: bool) -> Control:
         backend = route.backend
         if plan.command is not None:
             process = ProcessControl(plan.command, backend, plan.start_timeout,
@@ -64,11 +64,9 @@ class OnDemand:
         try:
             if plan.router:
                 return RouterControl(backend, plan.start_timeout)
-            if backend.name == "ollama":
-                return OllamaControl(backend, plan.start_timeout, 0.0 if keep else plan.ttl)
+            return OllamaControl(backend, plan.start_timeout, 0.0 if keep else plan.ttl)
         except ValueError as exc:
             raise ConfigurationError(f"model {name!r}: {exc}") from None
-        return None
 
     def manages(self, name: str) -> bool:
         return name in self.scheduler.residents
@@ -114,6 +112,13 @@ class OnDemand:
         """The last lines a started server wrote (None: the model has no command)."""
         process = self.processes.get(name)
         return list(process.log) if process is not None else None
+
+
+def scheduled(route: Route, plan: ModelPlan) -> bool:
+    """Whether the scheduler loads and unloads the model: in this process, by starting its server, or by
+    commanding its server (Ollama, llama.cpp's router)."""
+    return (plan.command is not None or isinstance(route.backend, EmbeddedBackend) or plan.router
+            or route.backend.name == "ollama")
 
 
 def _guess(route: Route) -> int:

@@ -244,6 +244,21 @@ class Pool:
                 await self._task
             self._task = None
 
+    @property
+    def starts_servers(self) -> bool:
+        """Whether llmproxy starts some of its members' servers."""
+        return any(member.server is not None for member in self.members)
+
+    async def retire(self) -> None:
+        """Stop the members' servers once the requests still on them have ended (a reloaded config file
+        serves the model otherwise)."""
+        await self.stop()
+        while any(member.in_flight for member in self.members):
+            await self._changed.wait()
+        for member in self.members:
+            if member.server is not None:
+                await member.server.aclose()
+
     async def aclose(self) -> None:
         await self.stop()
         for member in self.members:
