@@ -67,6 +67,13 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     preload = true                # loaded when the server starts (the default_model is, and stays loaded)
     memory = "5GiB"               # what it takes in the budget (default: measured; GGUFs guessed before)
 
+    [models.local]                # a pool whose members' servers start on demand, and stop after the ttl
+    backend = "llamacpp"
+    wrapper = "chatml"
+    ttl = 600
+    members = [{ command = "llama-server -m q.gguf --port {port} --device CUDA0", start_timeout = 300 },
+               { command = "llama-server -m q.gguf --port {port} --device CUDA1" }]
+
     [aliases]                     # names clients send (glob patterns, first match wins) -> a model
     "claude-*" = "mixtral"        # Claude Code's names, including its background tier
     "gpt-*" = "smol"
@@ -81,6 +88,8 @@ With an ``[on_demand]`` table, or a model that sets ``command``, ``ttl``, ``prel
 ``router`` (its endpoint is llama.cpp's router, which loads ``model`` on command), embedded models load
 on their first request instead of at start, started servers and Ollama models likewise, and they unload
 after their ``ttl``; a ``model = "package:NAME"`` is the GGUF the installed Python package NAME ships.
+A pool member's ``command`` starts its server likewise (llmproxy.server.pools.servers), and LM Studio's
+models get their ``ttl`` with each request (llmproxy.server.on_demand.lmstudio).
 
 Nothing here imports the web framework: the commands that do not serve build their routes here too.
 """
