@@ -48,7 +48,8 @@ def serve(
              "connect_timeout, first_token_timeout, read_timeout, fallbacks, escalate_to, for a model loaded on "
              "demand ttl, preload, memory, command (its server's command line, {port} where llmproxy's port for "
              "it goes), start_timeout, router, and for a pool of "
-             "interchangeable endpoints members, sticky_imbalance, poll_interval (and "
+             "interchangeable endpoints members (each may give the command that starts its server), "
+             "sticky_imbalance, poll_interval (and "
              "an optional [server] table: host, port, max_body_bytes, default_model, allowed_hosts, "
              "cors_origins, idle_timeout, header_timeout, body_timeout, max_header_bytes, max_connections, "
              "response_store_bytes, response_store_ttl, capture; an optional [on_demand] table: memory_budget, "
@@ -56,7 +57,8 @@ def serve(
              "flags win; and an optional [aliases] table of glob patterns: \"claude-*\" = \"NAME\"). A request's "
              "model picks one; naming none picks default_model, else the first; an unknown name gets the "
              "first alias it matches, else default_model, else a 404. "
-             "Cannot be combined with the model flags below. The file is read again on SIGHUP. "
+             "Cannot be combined with the model flags below. The file is read again on SIGHUP (models loaded "
+             "on demand keep running as they are until a restart). "
              "Example: --config ~/.config/llmproxy/server.toml")] = None,
     backend: opt.Backend = None,
     endpoint: opt.Endpoint = None,

@@ -184,7 +184,10 @@ class EmbeddedBackend(Backend):
     def __init__(self, endpoint: str | None = None, *, model: str | None = None, context_window: int | None = None,
                  **_ignored: Any) -> None:
         # ``endpoint`` has no meaning in-process; ``model`` is a GGUF path (None = the bundled SmolLM2).
-        path = Path(model).expanduser() if model and model.endswith(".gguf") else default_model_path()
+        if model and not model.lower().endswith(".gguf"):  # a model's name here would silently be SmolLM2
+            raise ConfigurationError(f"the embedded backend's model is a GGUF file (a path ending in .gguf), not "
+                                     f"{model!r}; leave it out for the bundled SmolLM2-135M")
+        path = Path(model).expanduser() if model else default_model_path()
         if not path.is_file():
             raise ConfigurationError(f"GGUF model file not found: {path}")
         self.model_path = path

@@ -4,16 +4,20 @@ user message to /v1/chat/completions (``lmstudio-legacy``).
 LM Studio takes no grammar. MemGPT's ``input_prefix``/``lmstudio.context_overflow_policy`` extensions are
 not sent: current versions reject the numeric policy. The context size is only found in the native
 /api/v0/models listing. Embeddings: OpenAI's POST /v1/embeddings, texts only, by the embedding model named.
+A model loaded on demand gets its ``ttl`` with each request (LM Studio 0.3.9+ unloads a model it loaded
+itself after that many idle seconds; llmproxy.server.on_demand.lmstudio).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
-from llmproxy.backends._http import PROBE_TIMEOUT
+from llmproxy.backends._http import PROBE_TIMEOUT, Exchange
 from llmproxy.backends._openai import OpenAICompletionsBackend, openai_request
-from llmproxy.backends.base import Capabilities, GenerationParams, ProbeResult, sampler_names
+from llmproxy.backends.base import (Capabilities, Embedded, EmbeddingInput, EmbeddingOptions, GenerationParams,
+                                    ProbeResult, sampler_names)
 from llmproxy.errors import BackendError
 
 
@@ -30,6 +34,19 @@ class LMStudioBackend(OpenAICompletionsBackend):
     default_port = 1234
     capabilities = Capabilities(grammar=False, streaming=True, tokenizer=False, embeddings=True)
     samplers = sampler_names("top_k", "repeat_penalty", "presence_penalty", "frequency_penalty")  # as its docs list
+    ttl: int | None = None  # idle seconds LM Studio keeps the model it loaded for a request (None: its default)
+
+    def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
+        return self._timed(super().request_body(prompt, params, stream=stream))
+
+    def embedding_exchange(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Exchange[Embedded]:
+        exchange = super().embedding_exchange(inputs, options)
+        return dataclasses.replace(exchange, body=self._timed(exchange.body))
+
+    def _timed(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.ttl is not None:
+            body["ttl"] = self.ttl
+        return body
 
     def _probe(self) -> ProbeResult:
         result = super()._probe()

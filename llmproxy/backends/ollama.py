@@ -108,11 +108,19 @@ class OllamaBackend(HTTPBackend):
     # Current Ollama shortens vectors (its docs name the field); an older one ignores it.
     embedding_dimensions_field = True
     model_hint = "e.g. model='dolphin2.2-mistral:7b-q6_K'; `ollama list` shows the models you have"
+    # Sent with every request where set (a model loaded on demand: llmproxy.server.on_demand.remote), else
+    # Ollama's default (5 minutes) would unload the model behind llmproxy's back.
+    keep_alive: int | None = None
 
     def request_body(self, prompt: str, params: GenerationParams, *, stream: bool) -> dict[str, Any]:
         self.grammar_fields(params)  # refuses a grammar
-        return generate_request(prompt, params, model=str(self.model), stream=stream,
-                                context_window=self.configured_context_window)
+        return self._kept(generate_request(prompt, params, model=str(self.model), stream=stream,
+                                           context_window=self.configured_context_window))
+
+    def _kept(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        return body
 
     def completion_exchange(self, prompt: str, params: GenerationParams) -> Exchange[Completion]:
         return Exchange(PATH, self.request_body(prompt, params, stream=False), parse_generate)
@@ -123,8 +131,9 @@ class OllamaBackend(HTTPBackend):
     def embedding_exchange(self, inputs: Sequence[EmbeddingInput], options: EmbeddingOptions) -> Exchange[Embedded]:
         if self.embedding_batch == 1:  # before /api/embed: one prompt a request
             return Exchange("/api/embeddings", {"model": self.model, "prompt": inputs[0]}, parse_legacy_embedding)
-        return Exchange("/api/embed", embed_request(inputs, options, model=str(self.model),
-                                                    context_window=self.configured_context_window), parse_embed)
+        return Exchange("/api/embed", self._kept(embed_request(inputs, options, model=str(self.model),
+                                                               context_window=self.configured_context_window)),
+                        parse_embed)
 
     def embedding_fallback(self, error: BackendHTTPError) -> bool:
         """A server older than /api/embed answers its path with Go's plain "404 page not found" (a model it

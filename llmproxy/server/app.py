@@ -400,12 +400,16 @@ def create_app(routes: dict[str, Route], *, default_model: str | None = None, ap
         service.intake.authorize(request)
         if "anthropic-version" in request.headers:
             return anthropic_models(service.models.windows(), service.models.created)
+        if service.on_demand is not None:
+            await service.on_demand.refresh()  # the state of models that LM Studio loads, as it says
         return {"object": "list", "data": service.models.cards()}
 
     @app.get("/v1/models/{model:path}", tags=["OpenAI"])
     async def retrieve_model(model: str, request: Request) -> dict[str, Any]:
         """One served model (404 for a name that is not listed by /v1/models)."""
         service.intake.authorize(request)
+        if service.on_demand is not None:
+            await service.on_demand.refresh()
         return service.models.card(model)
 
     @app.get("/health", tags=["Service"])

@@ -67,6 +67,13 @@ The file (``llmproxy serve --config FILE``, or ``$LLMPROXY_CONFIG``)::
     preload = true                # loaded when the server starts (the default_model is, and stays loaded)
     memory = "5GiB"               # what it takes in the budget (default: measured; GGUFs guessed before)
 
+    [models.local]                # a pool whose members' servers start on demand, and stop after the ttl
+    backend = "llamacpp"
+    wrapper = "chatml"
+    ttl = 600
+    members = [{ command = "llama-server -m q.gguf --port {port} --device CUDA0", start_timeout = 300 },
+               { command = "llama-server -m q.gguf --port {port} --device CUDA1" }]
+
     [aliases]                     # names clients send (glob patterns, first match wins) -> a model
     "claude-*" = "mixtral"        # Claude Code's names, including its background tier
     "gpt-*" = "smol"
@@ -81,6 +88,8 @@ With an ``[on_demand]`` table, or a model that sets ``command``, ``ttl``, ``prel
 ``router`` (its endpoint is llama.cpp's router, which loads ``model`` on command), embedded models load
 on their first request instead of at start, started servers and Ollama models likewise, and they unload
 after their ``ttl``; a ``model = "package:NAME"`` is the GGUF the installed Python package NAME ships.
+A pool member's ``command`` starts its server likewise (llmproxy.server.pools.servers), and LM Studio's
+models get their ``ttl`` with each request (llmproxy.server.on_demand.lmstudio).
 
 Nothing here imports the web framework: the commands that do not serve build their routes here too.
 """
@@ -136,6 +145,9 @@ class MemberConfig(_Strict):
     connect_timeout: float | None = Field(default=None, gt=0)
     first_token_timeout: float | None = Field(default=None, gt=0)
     read_timeout: float | None = Field(default=None, gt=0)
+    # The command that starts its server on demand ({port}: llmproxy picks it), and the seconds it has to answer.
+    command: str | list[str] | None = None
+    start_timeout: float | None = Field(default=None, gt=0)
 
 
 class ModelConfig(_Strict):
@@ -340,24 +352,34 @@ class Serving(NamedTuple):
     on_demand: OnDemandSpec | None = None  # the models loaded on demand (llmproxy.server.on_demand)
 
 
-def _served(name: str, model: ModelConfig) -> tuple[Route, RouteLimits, PoolSpec | None]:
+def _served(name: str, model: ModelConfig, ttl: float = 0.0) -> tuple[Route, RouteLimits, PoolSpec | None]:
+    """The route and limits of a model; a pool's members too (``ttl``: their servers' idle seconds, where the
+    model sets none)."""
     if not model.members:
         route = model_route(name, model)
         return route, route_limits(route, model.max_running, model.max_queue), None
+    if model.command is not None:
+        raise ConfigurationError("command: give each member of the pool its own (each starts its own server)")
+    for key in ("router", "memory"):
+        if getattr(model, key):
+            raise ConfigurationError(f"{key}: not for a pool (its members are not in the on-demand memory budget)")
     members = []
     for number, member in enumerate(model.members, 1):
         label = member.name or f"{member.backend or model.backend}-{number}"
         settings = {key: value for key, value in member.model_dump(exclude={"name", "weight"}).items() if value is not None}
         try:
-            route = model_route(name, model.model_copy(update={**settings, "members": []}))
-            members.append(MemberSpec(label, route, member.weight,
-                                      route_limits(route, member.max_running).max_running))
+            found, argv = _found(model.model_copy(update={**settings, "members": []}))
+            route = model_route(name, found)
+            members.append(MemberSpec(label, route, member.weight, route_limits(route, member.max_running).max_running,
+                                      argv, found.start_timeout))
         except ConfigurationError as exc:
             raise ConfigurationError(f"member {label!r}: {exc.message}") from None
     if len({member.name for member in members}) != len(members):
         raise ConfigurationError("two members have the same name; give each its own")
-    down = check_members(name, [(member.name, member.route) for member in members])
-    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval, model.sticky, down)
+    down = check_members(name, [(member.name, member.route) for member in members],
+                         {member.name for member in members if member.command})
+    pool = PoolSpec(tuple(members), model.sticky_imbalance, model.poll_interval, model.sticky, down,
+                    ttl if model.ttl is None else model.ttl, model.preload)
     running = model.max_running or sum(member.max_running for member in members)
     return members[0].route, RouteLimits(running, DEFAULT_MAX_QUEUE if model.max_queue is None else model.max_queue), pool
 
@@ -442,12 +464,13 @@ def _serving(config: Config, path: str) -> Serving:
     except ConfigurationError as exc:
         raise ConfigurationError(f"{path}, {exc.message}") from None
     commands: dict[str, tuple[str, ...]] = {}
+    ttl = config.on_demand.ttl if config.on_demand is not None else 0.0
     for name, model in config.models.items():
         try:
             model, argv = _found(model)
             if argv is not None:
                 commands[name] = argv
-            served.routes[name], served.limits[name], pool = _served(name, model)
+            served.routes[name], served.limits[name], pool = _served(name, model, ttl)
         except ConfigurationError as exc:
             raise ConfigurationError(f"{path}, model {name!r}: {exc.message}") from None
         if pool is not None:

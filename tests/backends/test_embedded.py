@@ -59,6 +59,11 @@ def test_missing_gguf_is_a_clear_error(tmp_path):
         EmbeddedBackend(model=str(tmp_path / "nope.gguf"))
 
 
+def test_a_model_name_that_is_no_gguf_file_is_a_clear_error_not_the_bundled_model():
+    with pytest.raises(ConfigurationError, match="a GGUF file .*not 'qwen2.5-coder'; leave it out for the bundled"):
+        EmbeddedBackend(model="qwen2.5-coder")
+
+
 @pytest.mark.model
 def test_length_stop_reason_is_real(backend):
     done = backend.complete(PROMPT, GenerationParams(max_tokens=3, temperature=0.0, extra={"repeat_penalty": 1.0}))

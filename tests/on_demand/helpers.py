@@ -21,7 +21,7 @@ def served(config: str, folder: Path, api_key: str | None = None) -> Iterator[Ru
     path.write_text(config, encoding="utf-8")
     found = serving(path, {})
     app = create_app(found.routes, default_model=found.server.default_model, api_key=api_key, limits=found.limits,
-                     aliases=found.aliases, on_demand=found.on_demand)
+                     aliases=found.aliases, pools=found.pools, on_demand=found.on_demand)
     server = RunningServer({}, app=app)
     try:
         yield server

@@ -46,6 +46,8 @@ def test_a_package_names_its_gguf_and_a_command_gets_a_port(tmp_path):
     ('[models.a]\nbackend = "llamacpp"\ncommand = "llama-server -m x.gguf"\n', "put {port} where"),
     ('[models.a]\nttl = -1\n', "models.a.ttl"),
     ('[on_demand]\nmemory_budget = "10MB"\n[models.a]\n', "more than the whole memory_budget"),
+    ('[models.a]\nbackend = "llamacpp"\ncommand = "x {port}"\nmembers = [{ endpoint = "http://127.0.0.1:9" }]\n',
+     "give each member of the pool its own"),
 ])
 def test_bad_on_demand_settings_are_clear_errors(tmp_path, text, message):
     with pytest.raises(ConfigurationError, match=message.replace("(", "\\(").replace("{", "\\{")):
@@ -68,7 +70,7 @@ def test_load_and_unload_need_the_api_key_and_name_a_model(ollama, tmp_path):  #
         assert loaded.status_code == 200 and loaded.json()["state"] == "loaded"
         unloaded = httpx.post(f"{root}/models/unload", json={"model": "qwen"}, headers=key)
         assert unloaded.status_code == 200 and unloaded.json()["state"] == "unloaded"
-        assert fake.calls == ["load keep_alive=-1", "unload"]
+        assert fake.calls == ["load keep_alive=70", "unload"]
         cross_site = httpx.post(f"{root}/models/unload", json={"model": "qwen"},
                                 headers={**key, "Origin": "https://evil.example"})
         assert cross_site.status_code == 403

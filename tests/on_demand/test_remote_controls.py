@@ -1,6 +1,7 @@
 """Models that their own server loads on command, against fakes speaking the real protocols: Ollama
-(``keep_alive`` on an empty /api/generate, /api/ps) and llama.cpp's router (/models/load, /models/unload,
-GET /models with each model's ``status``). A stream that waits for its model sends its face's keep-alives."""
+(``keep_alive`` on an empty /api/generate and on every request, /api/ps), llama.cpp's router (/models/load,
+/models/unload, GET /models with each model's ``status``) and LM Studio (``ttl`` on every request, each
+model's ``state`` in /api/v0/models). A stream that waits for its model sends its face's keep-alives."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ class FakeOllama:
                 reason = "load"
             return Response(json.dumps({"model": MODEL, "response": "", "done": True, "done_reason": reason}),
                             content_type="application/json")
-        self.calls.append("generate" if self.loaded else "generate while unloaded")
+        self.calls.append(f"generate keep_alive={body.get('keep_alive')}" if self.loaded else "generate while unloaded")
         lines = [{"model": MODEL, "response": "Hello", "done": False},
                  {"model": MODEL, "response": "", "done": True, "done_reason": "stop", "prompt_eval_count": 5,
                   "eval_count": 1}]
@@ -92,7 +93,7 @@ ttl = 0.5
         assert names[0] == "message_start" and names[-1] == "message_stop"
         pings_before_answer = names[:names.index("content_block_start")].count("ping")
         assert pings_before_answer >= 3  # a second of loading, a ping every 0.2 s
-        assert fake.calls[:2] == ["load keep_alive=-1", "generate"]
+        assert fake.calls[:2] == ["load keep_alive=11", "generate keep_alive=11"]  # its ttl, and a margin
         root = f"http://127.0.0.1:{server.port}"
         overview = httpx.get(f"{root}/inspect/api/overview").json()["models"][0]
         assert overview["on_demand"]["state"] == "loaded" and overview["running"] == 0
@@ -158,3 +159,47 @@ def test_llama_cpp_router_loads_and_unloads_the_model_on_command(fails):
         else:
             asyncio.run(run())
             assert fake.calls == ["load", "unload"] and fake.status["value"] == "unloaded"
+
+
+class FakeLMStudio:
+    """LM Studio with just-in-time loading: a completion loads its model (kept ``ttl`` idle seconds, as the
+    request says), /api/v0/models lists each model's ``state``."""
+
+    def __init__(self, server: HTTPServer) -> None:
+        self.state = "not-loaded"
+        self.ttls: list[object] = []
+        server.expect_request("/v1/models").respond_with_json({"object": "list", "data": [{"id": "qwen3-4b"}]})
+        server.expect_request("/api/v0/models").respond_with_handler(lambda request: Response(json.dumps({
+            "object": "list", "data": [{"id": "other", "state": "loaded"},
+                                       {"id": "qwen3-4b", "state": self.state, "max_context_length": 4096}]}),
+            content_type="application/json"))
+        server.expect_request("/v1/completions", method="POST").respond_with_handler(self.complete)
+
+    def complete(self, request: Request) -> Response:
+        body = json.loads(request.get_data())
+        self.ttls.append(body.get("ttl"))
+        self.state = "loaded"
+        chunks = [{"choices": [{"index": 0, "text": "Hello", "finish_reason": None}]},
+                  {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}]
+        events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+        return Response(events, content_type="text/event-stream")
+
+
+def test_lm_studio_gets_the_models_ttl_with_each_request_and_its_state_is_read_for_v1_models(ollama, tmp_path):
+    fake = FakeLMStudio(ollama)  # the same fake HTTP server, speaking LM Studio's protocol
+    config = f'[models.qwen]\nbackend = "lmstudio"\nendpoint = "{ollama.url_for("/")}"\nmodel = "qwen3-4b"\n' \
+             f'wrapper = "chatml"\nttl = 300\n'
+    with served(config, tmp_path) as server:
+        def state() -> str:
+            card = httpx.get(f"{server.base_url}/models").json()["data"][0]
+            assert card["llmproxy"]["on_demand"]["loaded_by"] == "lmstudio"
+            return card["state"]
+
+        assert state() == "unloaded"
+        answer = httpx.post(f"{server.base_url}/completions", timeout=30,
+                            json={"model": "qwen", "prompt": "Hi", "max_tokens": 5})
+        assert answer.status_code == 200 and answer.json()["choices"][0]["text"] == "Hello"
+        assert fake.ttls == [300] and state() == "loaded"
+        fake.state = "not-loaded"  # its ttl passed in LM Studio
+        assert state() == "unloaded"

@@ -79,6 +79,8 @@ def install(app: FastAPI, service: Any, recent: Recent) -> None:
         async with anyio.create_task_group() as group:
             for name in routes:
                 group.start_soon(probe, name)
+            if service.on_demand is not None:
+                group.start_soon(service.on_demand.refresh)  # LM Studio's models: their state as it says
         counts = views.counts_by_model(service.metrics)
         models = []
         for name, route in routes.items():

@@ -1,7 +1,9 @@
 """Models on servers that load and unload them on command: Ollama, and llama.cpp's server in router mode.
 
-Ollama (``/api/generate`` with an empty prompt): ``keep_alive: -1`` loads the model and keeps it until
-told, so that llmproxy's ttl decides; ``keep_alive: 0`` unloads it; ``/api/ps`` says how big it is.
+Ollama (``/api/generate`` with an empty prompt) loads the model, and keeps it as long as ``keep_alive``
+says: the model's ttl and a margin, sent with every request too (else each request would set Ollama's own
+5 minutes), so that llmproxy's ttl decides and Ollama's lets the model go only if llmproxy is gone; -1
+(until told) for a model that never unloads; ``keep_alive: 0`` unloads it; ``/api/ps`` says how big it is.
 llama.cpp's router: ``POST /models/load`` and ``/models/unload`` with ``{"model": id}`` start and stop
 the model's own server, and ``GET /models`` gives each model's ``status.value`` (``loading``,
 ``loaded``, ``unloaded``, with ``failed`` and ``exit_code`` when it could not start), polled until the
@@ -11,6 +13,7 @@ load or unload is done.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any
 
@@ -19,6 +22,7 @@ import httpx
 from llmproxy.backends.base import Backend
 
 POLL_SECONDS = 0.25
+KEEP_ALIVE_MARGIN = 10  # seconds Ollama keeps a model past its ttl: llmproxy unloads it first, and counts it
 
 
 class ControlFailed(Exception):
@@ -54,10 +58,16 @@ class _Commanded:
 
 
 class OllamaControl(_Commanded):
-    """A model that Ollama loads and unloads when told."""
+    """A model that Ollama loads and unloads when told, idle ``ttl`` seconds at most (0: never)."""
+
+    def __init__(self, backend: Backend, start_timeout: float, ttl: float) -> None:
+        super().__init__(backend, start_timeout)
+        self.keep_alive = keep_alive(ttl)
+        backend.keep_alive = self.keep_alive  # type: ignore[attr-defined] - an OllamaBackend's, on every request
 
     async def load(self) -> int | None:
-        answer = await self._call("POST", "/api/generate", {"model": self.model, "keep_alive": -1, "stream": False})
+        answer = await self._call("POST", "/api/generate", {"model": self.model, "keep_alive": self.keep_alive,
+                                                            "stream": False})
         if not answer.get("done"):
             raise ControlFailed(f"ollama did not load {self.model!r}: {str(answer)[:300]}")
         listed = await self._call("GET", "/api/ps", timeout=10)
@@ -103,3 +113,8 @@ class RouterControl(_Commanded):
                 status = entry.get("status")
                 return status if isinstance(status, dict) else {"value": status}
         raise ControlFailed(f"llama.cpp's router does not list {self.model!r}")
+
+
+def keep_alive(ttl: float) -> int:
+    """Ollama's keep_alive (seconds; -1: until told) for a model llmproxy unloads after ``ttl`` idle seconds."""
+    return -1 if ttl <= 0 else math.ceil(ttl) + KEEP_ALIVE_MARGIN

@@ -6,6 +6,7 @@ checked for health in the background, sticky per conversation.
     load      what a backend reports of its own load (llama.cpp /slots or /metrics, vLLM /metrics)
     health    in, or out for a growing cool-down; which failures are the member's
     members   a member's state at run time
+    servers   a member's server that llmproxy starts from its command, and stops after the ttl
     sticky    conversation keys, and the bounded map of conversation -> member
     choice    which member takes a request
     pool      a pool's members, its queue and its background checks

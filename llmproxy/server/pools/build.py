@@ -5,13 +5,14 @@ Members may be of any backend kind; what must not differ is what the pool comput
 them (the prompt, its constraint, its token count). A member that would differ (its server reports
 another chat template for the wrapper ``auto``, it takes no grammar, it runs another tokenizer) is a
 configuration error saying which and why. A member that is down at start cannot be compared: it is
-taken on trust, with a warning, and starts out of the pool's rotation until a check finds it up.
+taken on trust, with a warning, and starts out of the pool's rotation until a check finds it up. A
+member whose server llmproxy starts on demand is not running yet: taken on trust too, with no warning.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from llmproxy.errors import ConfigurationError, LLMProxyError
 from llmproxy.proxy import draft, parse_request
@@ -30,14 +31,15 @@ _SAMPLE = {
 _COUNTED = "Interchangeable members count tokens alike: déjà vu, 東京, 12345, <tool_call>{\"a\": 1}</tool_call>"
 
 
-def check_members(model: str, members: Sequence[tuple[str, Route]]) -> dict[str, str]:
+def check_members(model: str, members: Sequence[tuple[str, Route]], started: Collection[str] = ()) -> dict[str, str]:
     """Raise a ConfigurationError naming the first member that is not interchangeable with the first; give
-    the members that are down at start, each with what its server said."""
+    the members that are down at start, each with what its server said. The ``started`` members' servers
+    are started on demand: not asked now."""
     (first_name, first), *others = members
     reference = _rendering(first)
-    counted = _count(first)
-    found = first.backend.discover()
-    down = {} if found.up else {first_name: found.detail or "down at start"}
+    counted = None if first_name in started else _count(first)
+    found = None if first_name in started else first.backend.discover()
+    down = {} if found is None or found.up else {first_name: found.detail or "down at start"}
     for name, route in others:
         # Known without asking its server: whether its kind of backend takes grammars at all.
         ungrammatical = first.backend.capabilities.grammar and not type(route.backend).capabilities.grammar
@@ -46,6 +48,8 @@ def check_members(model: str, members: Sequence[tuple[str, Route]]) -> dict[str,
                 f"member {name!r} ({_where(route)}) takes no grammar (or another: {route.grammar!r}), and member "
                 f"{first_name!r} ({_where(first)}) constrains answers with {first.grammar!r}: a pool's members must "
                 "constrain alike; set grammar = \"none\" for the model, or serve that member as another model")
+        if name in started:
+            continue
         found = route.backend.discover()
         if not found.up:
             logger.warning("model %s: member %s is down at start; it is taken to render and count tokens as %s does, "

@@ -97,6 +97,8 @@ class PoolLane(Lane):
         return any(member.health.up and member.name not in self.tried for member in self.pool.members)
 
     async def count(self, text: str) -> TokenCount:
+        if self.member is None:
+            await self.pool.ready(self.tried)  # counted on a member that runs: one starts where none does
         member = self.member or self.pool.counter()
         return await self._on(member, member.lane.count(text))
 

@@ -10,13 +10,16 @@ from collections.abc import Callable
 from llmproxy.server.lanes import Lane
 from llmproxy.server.pools.health import Health
 from llmproxy.server.pools.load import Load, LoadReader
+from llmproxy.server.pools.servers import RUNNING, MemberServer
 from llmproxy.server.pools.spec import MemberSpec
 
 
 class Member:
-    """A member at run time: its lane, health, last load report and own counts."""
+    """A member at run time: its lane, health, last load report and own counts; where llmproxy starts its
+    server, that server (``changed``: called when it comes up, fails or stops)."""
 
-    def __init__(self, spec: MemberSpec, lane: Lane, clock: Callable[[], float]) -> None:
+    def __init__(self, spec: MemberSpec, lane: Lane, clock: Callable[[], float],
+                 changed: Callable[[], None] = lambda: None) -> None:
         self.name = spec.name
         self.backend = spec.route.backend
         self.weight = spec.weight
@@ -30,6 +33,12 @@ class Member:
         self._in_flight_at_report = 0
         self.requests = 0  # chosen for, in all
         self.failures = 0
+        self.server = MemberServer(spec, self.backend, self.health, changed, clock) if spec.command else None
+
+    @property
+    def serving(self) -> bool:
+        """Up, and running where llmproxy starts its server: it may take a request now."""
+        return self.health.up and (self.server is None or self.server.state == RUNNING)
 
     def report(self, load: Load | None) -> None:
         self.reported = load

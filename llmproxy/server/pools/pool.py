@@ -5,6 +5,10 @@ The pool keeps its members' state (health, load reports, requests in flight) and
 background task checks every member each ``poll_interval`` seconds, one check per member at a time,
 so a request never waits for a check: it reads what the last one found. A member that is out is
 checked only once its cool-down is over (llmproxy.server.pools.health).
+
+A member whose server llmproxy starts (llmproxy.server.pools.servers) takes requests only while it runs.
+A request that finds no running member with room starts a stopped one (one start at a time) and waits
+for it, or for room on another, as it waits for room; the checks stop a member idle for ``ttl``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from llmproxy.server.lanes import lane_for
 from llmproxy.server.pools.choice import choose
 from llmproxy.server.pools.load import POLL_TIMEOUT
 from llmproxy.server.pools.members import Member
+from llmproxy.server.pools.servers import RUNNING, STARTING
 from llmproxy.server.pools.spec import PoolSpec
 from llmproxy.server.pools.sticky import Affinities
 
@@ -45,7 +50,8 @@ class Pool:
         self.clock = clock
         self.rng = rng or random.Random()
         self.members = [Member(member, lane_for(member.route.backend, f"{name}/{member.name}",
-                                                RouteLimits(member.max_running, 0)), lambda: self.clock())
+                                                RouteLimits(member.max_running, 0)), lambda: self.clock(),
+                               changed=lambda: self._notify())
                         for member in spec.members]
         for member in self.members:  # down at start: out until a check finds it up, so no request waits on it
             if member.name in spec.down_at_start:
@@ -55,7 +61,9 @@ class Pool:
         # A request waits for a member with room a minute, or as long as a member may take to its first token
         # (one reading a long prompt for another request holds its slot that long), then it is refused (429).
         first_token = max(_first_token_limit(member.route.backend) for member in spec.members)
-        self.full_wait = max(MIN_FULL_WAIT, first_token)
+        # ... or as long as a member's server may take to start.
+        starting = max((member.start_timeout for member in spec.members if member.command), default=0.0)
+        self.full_wait = max(MIN_FULL_WAIT, first_token, starting)
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -68,38 +76,70 @@ class Pool:
     async def take(self, key: str | None, tried: list[str]) -> Member:
         """A member for a request (counted in flight on it until ``give_back``), not one already ``tried``:
         while the member chosen (or every member that is up) is full, the request waits for room, up to
-        ``full_wait``, counted in the load of the member it waits for."""
+        ``full_wait``, counted in the load of the member it waits for; while none has room, a stopped
+        member's server starts."""
         deadline = self.clock() + self.full_wait
         while True:
-            member = choose(self.candidates(tried), key, self.affinities, self.spec.imbalance, self.rng)
+            serving = self.candidates(tried)
+            member = choose(serving, key, self.affinities, self.spec.imbalance, self.rng) if serving else None
             if member is not None and not member.full:
                 member.in_flight += 1
                 member.requests += 1
                 return member
-            left = deadline - self.clock()
-            if left <= 0:
-                raise OverloadedError(f"no member of the model {self.name!r} had room for the request within "
-                                      f"{self.full_wait:g} s (by their load reports and max_running); retry after the "
-                                      "Retry-After seconds", retry_after=1)
-            changed = self._changed
+            if member is None:
+                self._start_one(tried)
+            await self._wait(deadline, member)
+
+    async def ready(self, tried: list[str]) -> None:
+        """Once a member is serving (one started, where none is): a request's tokens are counted on one."""
+        deadline = self.clock() + self.full_wait
+        while not any(member.serving for member in self.members):
+            self.candidates(tried)  # none can be had: say so
+            self._start_one(tried)
+            await self._wait(deadline, None)
+
+    async def _wait(self, deadline: float, member: Member | None) -> None:
+        """Until something changes (room, a member up or out), counted as waiting on ``member``; a 429 past
+        ``deadline``."""
+        left = deadline - self.clock()
+        if left <= 0:
+            raise OverloadedError(f"no member of the model {self.name!r} had room for the request within "
+                                  f"{self.full_wait:g} s (by their load reports and max_running); retry after the "
+                                  "Retry-After seconds", retry_after=1)
+        changed = self._changed
+        if member is not None:
+            member.waiting += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), left)
+        finally:
             if member is not None:
-                member.waiting += 1
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), left)
-            finally:
-                if member is not None:
-                    member.waiting -= 1
+                member.waiting -= 1
+
+    def _start_one(self, tried: list[str]) -> None:
+        """Start the first stopped member not ``tried``, unless one is starting already."""
+        servers = [member.server for member in self.members if member.server is not None and member.name not in tried]
+        if any(server.state == STARTING for server in servers):
+            return
+        for server in servers:
+            if server.startable:
+                server.start()
+                return
 
     def candidates(self, tried: list[str]) -> list[Member]:
-        """The members up and not yet ``tried`` for a request; MembersDownError when there is none."""
-        members = [member for member in self.members if member.health.up and member.name not in tried]
-        if not members:
+        """The members serving and not yet ``tried`` for a request (none while the only ones left are
+        starting, or stopped and may start); MembersDownError when no member can be had."""
+        members = [member for member in self.members if member.serving and member.name not in tried]
+        if not members and not any(member.server.state == STARTING or member.server.startable
+                                   for member in self.members
+                                   if member.server is not None and member.name not in tried):
             raise self._down()
         return members
 
     def give_back(self, member: Member) -> None:
         member.in_flight -= 1
+        if member.server is not None and member.in_flight == 0:
+            member.server.last_used = self.clock()  # its ttl counts from here
         self._notify()
 
     def _down(self) -> MembersDownError:
@@ -110,19 +150,23 @@ class Pool:
 
     def counter(self) -> Member:
         """A member to count tokens with (every member counts alike: checked at start)."""
-        return next((member for member in self.members if member.health.up), self.members[0])
+        return next((member for member in self.members if member.serving), self.members[0])
 
     def report(self, details: bool) -> dict[str, Any]:
         """What /health says of the pool: each member's state; its address, load and last failure only
         with ``details`` (a server with an API key: without one, every caller is a stranger)."""
         members = []
         for member in self.members:
-            entry: dict[str, Any] = {"name": member.name, "state": member.health.state}
+            server = member.server  # started by llmproxy: stopped, starting or stopping says so
+            state = member.health.state if server is None or server.state == RUNNING else server.state
+            entry: dict[str, Any] = {"name": member.name, "state": state}
             if details:
                 reported = member.reported
                 entry.update(backend=member.backend.name, endpoint=getattr(member.backend, "endpoint", None),
                              in_flight=member.in_flight, load=None if reported is None else reported.total,
                              slots=None if reported is None else reported.slots, detail=member.health.reason or None)
+            if details and server is not None:
+                entry["server"] = server.report()
             members.append(entry)
         return {"up": self.up, "members": members}
 
@@ -146,6 +190,12 @@ class Pool:
         await asyncio.gather(*(self._check(member) for member in self.members if member.health.due()))
 
     async def _check(self, member: Member) -> None:
+        if member.server is not None:  # a server llmproxy starts: asked only while it runs
+            if member.server.idle_for(self.spec.ttl, member.in_flight + member.waiting):
+                await member.server.stop(f"no request for {self.spec.ttl:g} s")
+                return
+            if member.server.state != RUNNING:
+                return
         was_up = member.health.up
         try:
             if member.reader.kind is None:  # a backend that reports no load: its own probe says whether it is up
@@ -173,6 +223,10 @@ class Pool:
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
+        if self.spec.preload:
+            for member in self.members:
+                if member.server is not None:
+                    member.server.start()
 
     async def _run(self) -> None:
         while True:
@@ -190,9 +244,26 @@ class Pool:
                 await self._task
             self._task = None
 
+    @property
+    def starts_servers(self) -> bool:
+        """Whether llmproxy starts some of its members' servers."""
+        return any(member.server is not None for member in self.members)
+
+    async def retire(self) -> None:
+        """Stop the members' servers once the requests still on them have ended (a reloaded config file
+        serves the model otherwise)."""
+        await self.stop()
+        while any(member.in_flight for member in self.members):
+            await self._changed.wait()
+        for member in self.members:
+            if member.server is not None:
+                await member.server.aclose()
+
     async def aclose(self) -> None:
         await self.stop()
         for member in self.members:
+            if member.server is not None:
+                await member.server.aclose()
             await member.lane.aclose()
 
 
