@@ -55,13 +55,8 @@ def test_keys_and_text_the_request_does_not_hold_are_left_alone():
     assert raised("Los Angeles", '"', "Los", " Ang") == set()  # a string after nothing is no value
 
 
-def test_a_string_value_may_begin_a_name_of_the_request_the_next_in_reading_order_most():
-    # the only name is the next too: raised twice by half the bias
-    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS) == {"Mag", "Magnus"}
-    request = "Flights from Los Angeles to San Diego, and from Manila"
-    assert raised_by(request, '{"s": "') == {"Los": BIAS, "San": BIAS / 2, "Man": BIAS / 2}
-    after_los = ('{"s": "', "Los", " Angeles", '"', ", ", '"b": ', '"')
-    assert raised_by(request, *after_los) == {"Los": BIAS / 2, "San": BIAS, "Man": BIAS / 2}
+def test_a_string_value_may_begin_a_name_of_the_request():
+    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {"Mag", "Magnus"}
     assert raised("what is the rating of that player?", '{"s": "') == set()  # no name written
 
 

@@ -12,8 +12,7 @@ Three more guesses get half that (a start is a guess where a continuation is nea
 
 - a string value's first token, where it begins a name the request writes (llmproxy.backends.
   _list_continuation.written_names): "Magnus Carlsen" for a player, not the "Manchester United" a small
-  model likes better; the name after the one the answer's last string value was, in reading order, twice
-  that;
+  model likes better;
 - a value's first token, where it begins the request's next number in reading order: the one after the
   number the answer's last number value was (the first, before any): a request names its values in
   the order the calls take them far more often than not ("coefficients 5, 6 and 1 ..., then 3, 2 and 1":
@@ -89,8 +88,6 @@ class ValueGrounding:
         self._amounts = amounts(request)
         names = written_names(request)
         self._names = sorted(name[:_LOOK_AHEAD] for name in names)
-        self._names_in_order = sorted(names, key=request.find)
-        self._next_name = 0  # where in ``_names_in_order`` the next string value is guessed to be
         self._listed = _listed_names(request, names)
         self._closers = list(tokens.closers)
         self._bias = bias
@@ -109,8 +106,6 @@ class ValueGrounding:
             rests = self._string_rests(self._value)
         elif self._json.in_string and self._string_is_value and not self._value:
             rests, bias = self._names, self._bias / 2
-            if self._next_name < len(self._names_in_order):
-                self._raise(logits, [self._names_in_order[self._next_name][:_LOOK_AHEAD]], bias)
         elif self._in_number and not self._number_is_whole():
             rests = self._number_rests(self._value)
         elif self._value_starts() and self._next_number < len(self._in_order):
@@ -120,10 +115,6 @@ class ValueGrounding:
             return
         else:
             return
-        self._raise(logits, rests, bias)
-
-    def _raise(self, logits: np.ndarray, rests: Sequence[str], bias: float) -> None:
-        """The tokens that begin any of ``rests``, raised by ``bias``."""
         raised = {token for rest in rests for token in self._tokens_starting(rest)}
         if raised:
             logits[list(raised)] += bias
@@ -132,12 +123,8 @@ class ValueGrounding:
         self._answer += self._pieces[token]
         for char in self._pieces[token]:
             starts = not self._json.in_string and self._json.value_starts()
-            closes = self._json.in_string and self._string_is_value
             if self._json.step(char):
                 self._value += char
-            elif closes:  # the string value's closing quote
-                self._string_ends()
-                self._string_is_value, self._value = False, char
             elif self._in_number and char in _NUMBER_CHARS:
                 self._value += char
             elif char == '"' and self._json.in_string:  # a string opens
@@ -147,15 +134,6 @@ class ValueGrounding:
                 self._number_ends()
                 self._in_number = starts and char in "-0123456789"
                 self._value = char
-
-    def _string_ends(self) -> None:
-        """Where a string value that is one of the request's names has just been written, the next is guessed
-        to be the name after it in the request."""
-        written = self._value.lower()
-        for index, name in enumerate(self._names_in_order):
-            if name.lower() == written:
-                self._next_name = index + 1
-                return
 
     def _number_ends(self) -> None:
         """Where a number value has just been written, the next is guessed to follow it in the request."""
