@@ -138,9 +138,15 @@ class Relay(ThreadedServer):
         self.upstream_port = upstream_port
         # (client -> server, server -> client, and when each piece of either was read)
         self.connections: list[tuple[bytearray, bytearray, Stamps, Stamps]] = []
+        # asyncio forgets a connection's task once the client hangs up, while the upstream half may still be
+        # reading: held here, it is not collected (and warned about) half-way
+        self.running: set[asyncio.Task] = set()
         super().__init__(lambda loop: asyncio.start_server(self._relay, "127.0.0.1", 0), "the relay")
 
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
         sent, received, sent_stamps, received_stamps = bytearray(), bytearray(), [], []
         self.connections.append((sent, received, sent_stamps, received_stamps))
         try:
