@@ -97,7 +97,8 @@ def _time_at(stamps: Stamps, offset: int) -> float | None:
     return stamps[index][1] if index >= 0 else None
 
 
-def read_exchanges(sent: bytes, received: bytes, sent_stamps: Stamps = (), received_stamps: Stamps = ()) -> list[Exchange]:
+def read_exchanges(sent: bytes, received: bytes, sent_stamps: Stamps = (),
+                   received_stamps: Stamps = ()) -> list[Exchange]:
     """The exchanges of one connection, from what the client sent and what it received (and when each
     piece of them was read, where known)."""
     exchanges, at = [], 0

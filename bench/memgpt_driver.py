@@ -10,7 +10,7 @@ steps alternate, feature by feature (talk, archival insert, archival search, cor
 
 - model steps: a user message sent with ``client.user_message``; the model picks the functions. The
   step passes when the function it was meant to lead to ran without an error (send_message for plain
-  talk), and the search when what it returned mentions the fact.
+  talk), and the search when its first result is the fact (or the model's own note of it).
 - script steps: the same memory functions called through the agent's own function table, exactly as
   MemGPT calls them for a model (``agent.functions_python[name](self=agent, **args)``), so that
   archival memory and core memory are exercised whatever the model chooses (the script's inserts come
@@ -53,6 +53,14 @@ def functions_called(messages: list[Any]) -> tuple[list[str], list[str]]:
         if isinstance(message, dict) and "internal_error" in message:
             errors.append(str(message["internal_error"]))
     return called, errors
+
+
+def ranked(returned: str) -> list[str]:
+    """The passages of an archival_memory_search result ("Showing 3 of 3 results (page 0/0): [...]"), best
+    first; none for any other text."""
+    if not returned.startswith("Showing ") or ": [" not in returned:
+        return []
+    return json.loads(returned.split(": ", 1)[1])
 
 
 class Steps:
@@ -110,14 +118,14 @@ def main() -> None:
     kinds = options.steps.split(",")
 
     def talk(name: str, message: str, expected: str, finds: str | None = None) -> None:
-        """A model step: ok when ``expected`` ran without an error (and returned ``finds``)."""
+        """A model step: ok when ``expected`` ran without an error (and its first result holds ``finds``)."""
         def action():
             returned = client.user_message(agent_id=agent_state.id, message=message).messages
             called, errors = functions_called(returned)
-            found = finds is None or any(finds in str(m.get("function_return", "")) for m in returned
-                                         if isinstance(m, dict))
-            if not found:
-                errors.append(f"nothing returned mentions {finds!r}")
+            firsts = [ranked(str(m["function_return"]))[:1] for m in returned
+                      if isinstance(m, dict) and m.get("function_return")]
+            if finds is not None and not any(finds in first[0] for first in firsts if first):
+                errors.append(f"no search result ranks a passage with {finds!r} first")
             return None, returned, called, errors, expected in called and not errors
         if "model" in kinds:
             steps.run(name, "model", message, expected, action)
@@ -133,11 +141,11 @@ def main() -> None:
             steps.run(name, "script", {function: arguments}, function, action)
 
     def fact_first(returned: str | None) -> str | None:
-        # "Showing 3 of 3 results (page 0/0): [...]", best first; the model's own notes may be among them
-        ranked = json.loads(returned.split(": ", 1)[1]) if returned and ": [" in returned else []
-        places = [next((i for i, passage in enumerate(ranked) if text in passage), None) for text in (FACT, *DISTRACTORS)]
+        found = ranked(returned or "")  # the model's own notes may be among them
+        places = [next((i for i, passage in enumerate(found) if text in passage), None)
+                  for text in (FACT, *DISTRACTORS)]
         if None in places or places[0] > min(places[1:]):
-            return f"the fact is not above the other two passages: {ranked}"
+            return f"the fact is not above the other two passages: {found}"
         return None
 
     def saved(_: object) -> str | None:
