@@ -1,6 +1,7 @@
-"""The real MemGPT agent end to end: pymemgpt 0.3.25 with one `llmproxy serve` (the embedded SmolLM2-135M)
-as both its LLM and its embedding endpoint holds a conversation, keeps a fact in archival memory, finds
-it again and edits its core memory (not part of the test run).
+"""The real MemGPT agent (pymemgpt 0.3.25) end to end, one `llmproxy serve` its LLM and embedding endpoint.
+
+On the embedded SmolLM2-135M, the agent holds a conversation, keeps a fact in archival memory, finds it
+again and edits its core memory (not part of the test run).
 
     .venv/bin/python bench/e2e_memgpt.py [--steps model,script] [--wrapper NAME] [--threads 1] [--help]
 
