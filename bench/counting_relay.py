@@ -4,13 +4,16 @@ every HTTP request a real client made to llmproxy and what it got back (not part
 The relay changes nothing: each accepted connection gets its own connection upstream and bytes are
 copied both ways as they come (a stream stays a stream). Afterwards ``exchanges()`` reads the recorded
 bytes as HTTP/1.1: requests framed by Content-Length or chunked encoding, responses likewise or up to
-the connection's close, HEAD answers bodiless.
+the connection's close, HEAD answers bodiless; each with the time its request began to arrive and its
+answer's last byte (from when each piece was read), in the order the requests were sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +31,8 @@ class Exchange:
     status: int | None = None  # None: no (complete) response came back
     response_headers: dict[str, str] = field(default_factory=dict)
     response_body: bytes = b""
+    sent_at: float | None = None  # time.time() when the request's first byte came, where recorded
+    answered_at: float | None = None  # when the answer's last byte came
 
     @property
     def path(self) -> str:
@@ -83,14 +88,26 @@ def _body(data: bytes, at: int, headers: dict[str, str], until_close: bool) -> t
     return (data[at:], len(data)) if until_close else (b"", at)
 
 
-def read_exchanges(sent: bytes, received: bytes) -> list[Exchange]:
-    """The exchanges of one connection, from what the client sent and what it received."""
+Stamps = list[tuple[int, float]]  # (offset in a direction's bytes where a piece began, when it was read)
+
+
+def _time_at(stamps: Stamps, offset: int) -> float | None:
+    """When the byte at ``offset`` was read: the time of the piece that holds it."""
+    index = bisect.bisect_right([at for at, _ in stamps], offset) - 1
+    return stamps[index][1] if index >= 0 else None
+
+
+def read_exchanges(sent: bytes, received: bytes, sent_stamps: Stamps = (),
+                   received_stamps: Stamps = ()) -> list[Exchange]:
+    """The exchanges of one connection, from what the client sent and what it received (and when each
+    piece of them was read, where known)."""
     exchanges, at = [], 0
     while at < len(sent) and (head := _head(sent, at)) is not None:
         line, headers, start = head
         method, target = (line.split(" ") + ["", ""])[:2]
         body = _body(sent, start, headers, until_close=False)
-        exchanges.append(Exchange(method, target, headers, body[0] if body else sent[start:]))
+        exchanges.append(Exchange(method, target, headers, body[0] if body else sent[start:],
+                                  sent_at=_time_at(list(sent_stamps), at)))
         if body is None:
             break
         at = body[1]
@@ -110,6 +127,7 @@ def read_exchanges(sent: bytes, received: bytes) -> list[Exchange]:
             exchange.response_body = received[start:]
             break
         exchange.status, exchange.response_body = status, body[0]
+        exchange.answered_at = _time_at(list(received_stamps), body[1] - 1)
         at = body[1]
     return exchanges
 
@@ -119,21 +137,30 @@ class Relay(ThreadedServer):
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
-        self.connections: list[tuple[bytearray, bytearray]] = []  # (client -> server, server -> client)
+        # (client -> server, server -> client, and when each piece of either was read)
+        self.connections: list[tuple[bytearray, bytearray, Stamps, Stamps]] = []
+        # asyncio forgets a connection's task once the client hangs up, while the upstream half may still be
+        # reading: held here, it is not collected (and warned about) half-way
+        self.running: set[asyncio.Task] = set()
         super().__init__(lambda loop: asyncio.start_server(self._relay, "127.0.0.1", 0), "the relay")
 
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        sent, received = bytearray(), bytearray()
-        self.connections.append((sent, received))
+        task = asyncio.current_task()
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+        sent, received, sent_stamps, received_stamps = bytearray(), bytearray(), [], []
+        self.connections.append((sent, received, sent_stamps, received_stamps))
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
             client_writer.close()
             return
 
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bytearray) -> None:
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bytearray,
+                       stamps: Stamps) -> None:
             try:
                 while data := await reader.read(65536):
+                    stamps.append((len(record), time.time()))
                     record += data
                     writer.write(data)
                     await writer.drain()
@@ -145,14 +172,16 @@ class Relay(ThreadedServer):
                 except (OSError, RuntimeError):
                     writer.close()
 
-        await asyncio.gather(pipe(client_reader, upstream_writer, sent), pipe(upstream_reader, client_writer, received))
+        await asyncio.gather(pipe(client_reader, upstream_writer, sent, sent_stamps),
+                             pipe(upstream_reader, client_writer, received, received_stamps))
         client_writer.close()
         upstream_writer.close()
 
     def exchanges(self) -> list[Exchange]:
-        """Every request so far, connection by connection, in the order the connections were opened."""
-        return [exchange for sent, received in list(self.connections)
-                for exchange in read_exchanges(bytes(sent), bytes(received))]
+        """Every request so far, in the order they were sent."""
+        found = [exchange for sent, received, sent_stamps, received_stamps in list(self.connections)
+                 for exchange in read_exchanges(bytes(sent), bytes(received), sent_stamps, received_stamps)]
+        return sorted(found, key=lambda exchange: exchange.sent_at or 0.0)
 
     def reset(self) -> None:
         self.connections = []

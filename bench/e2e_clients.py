@@ -103,9 +103,9 @@ def install_clients(which: list[str]) -> dict[str, Path]:
 # --- 2. a network namespace with loopback only ---------------------------------------------------------
 
 
-def isolate(argv: list[str]) -> None:
-    """Re-run this script in a new network namespace (only ``lo``, brought up) and exit with its status;
-    returns if that is not possible here, or already done."""
+def isolate(argv: list[str], script: Path = Path(__file__)) -> None:
+    """Re-run ``script`` (this one unless told) in a new network namespace (only ``lo``, brought up) and
+    exit with its status; returns if that is not possible here, or already done."""
     if os.environ.get(INSIDE) or not (shutil.which("unshare") and shutil.which("ip")):
         return
     flags = ["--net"] if os.geteuid() == 0 else ["--net", "--map-root-user"]
@@ -114,7 +114,7 @@ def isolate(argv: list[str]) -> None:
         print("note: no network namespace here (unshare failed); the clients keep the host's network", flush=True)
         return
     command = ["unshare", *flags, "--", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
-               sys.executable, str(Path(__file__).resolve()), *argv]
+               sys.executable, str(script.resolve()), *argv]
     sys.exit(subprocess.run(command, env={**os.environ, INSIDE: "1"}).returncode)
 
 
