@@ -56,15 +56,15 @@ def test_scoring_follows_the_tool_choice():
     assert (named.valid, named.correct, named.arguments) == (True, True, {"text": "Hello"})
 
 
-SEEDS = (11, 23)  # two draws of every scenario: the suite's longest fixture, kept within its time budget
+SEEDS = (11,)  # the grammar's guarantee holds for any draw: one, the suite's longest fixture, within its time budget
 BUILTIN_SCENARIOS = load_scenarios() + load_scenarios(builtin_scenarios_path().with_name("keywords.jsonl"))
 
 
 @pytest.fixture(scope="module")
 def outcomes_by_seed():
     """Every built-in scenario's outcome under each seed's route. The seeds take turns scenario by
-    scenario: each draws its own answer, and the model evaluates the scenario's prompt once for all
-    three (llama-cpp-python keeps it), where seed after seed would evaluate every prompt three times."""
+    scenario: each draws its own answer, and the model evaluates the scenario's prompt once for all of
+    them (llama-cpp-python keeps it), where seed after seed would evaluate every prompt again."""
     routes = {seed: build_route(wrapper="chatml", grammar="auto", settings={"max_tokens": 320, "seed": seed})
               for seed in SEEDS}
     outcomes = {seed: [] for seed in SEEDS}
@@ -79,7 +79,7 @@ def outcomes_by_seed():
 def test_grammar_makes_every_builtin_scenario_schema_valid(seed, outcomes_by_seed):
     """With the generated grammar, SmolLM2-135M answers every scenario validly: the built-in conversations,
     and one scenario per schema keyword the grammar expresses (ranges, lengths, patterns, formats...).
-    The grammar guarantees it whatever is sampled, so it holds for every seed (two are tried)."""
+    The grammar guarantees it whatever is sampled, so it holds for every seed (SEEDS: one is drawn)."""
     scenarios = BUILTIN_SCENARIOS
     route, outcomes = outcomes_by_seed[seed]
     failures = [(o.scenario, o.error) for o in outcomes if not o.valid]
