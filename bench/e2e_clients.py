@@ -368,9 +368,14 @@ def report(outcomes: list[Outcome], isolated: bool, run: Path, options: argparse
     print(f"\n{verdict} in {seconds:.1f} s; everything the run saw is in {run}")
 
 
-def prune_runs(runs: Path) -> None:
+def new_run(runs: Path) -> Path:
+    """A fresh folder under ``runs`` for what this run sees; only the last RUNS_KEPT are kept."""
+    runs.mkdir(parents=True, exist_ok=True)
+    run = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    run.mkdir()
     for old in sorted(runs.iterdir())[:-RUNS_KEPT]:
         shutil.rmtree(old, ignore_errors=True)
+    return run
 
 
 def main() -> None:
@@ -408,11 +413,7 @@ def main() -> None:
     isolated = bool(os.environ.get(INSIDE))
 
     started = time.monotonic()
-    runs = CACHE / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    run = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    run.mkdir()
-    prune_runs(runs)
+    run = new_run(CACHE / "runs")
     key = "e2e-" + secrets.token_hex(8)
     script = Script(preamble=options.preamble, parallel=options.parallel, think=options.think)
     backend = Running(script, n_ctx=options.n_ctx, pace=options.pace)

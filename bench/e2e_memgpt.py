@@ -56,7 +56,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from counting_relay import Exchange, Relay  # noqa: E402
-from e2e_clients import CACHE, INSIDE, free_port, isolate, prune_runs, stop_group, wait_healthy  # noqa: E402
+from e2e_clients import CACHE, INSIDE, free_port, isolate, new_run, stop_group, wait_healthy  # noqa: E402
 
 MEMGPT = "0.3.25"
 # What pymemgpt 0.3.25 needs on this path and nothing else (found by importing and running it with
@@ -388,11 +388,7 @@ def main() -> None:
     isolated = bool(os.environ.get(INSIDE))
 
     started = time.monotonic()
-    runs = CACHE / "memgpt-runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    run = runs / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    run.mkdir()
-    prune_runs(runs)
+    run = new_run(CACHE / "memgpt-runs")
     key = "e2e-" + secrets.token_hex(8)
     port = free_port()
     wrapper = ["--wrapper", options.wrapper] if options.wrapper else []
