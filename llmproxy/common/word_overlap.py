@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from llmproxy.common.bounded_cache import MIB, bounded_cache
+
 _COMMON = frozenset(
     "the and for with from into that this what which are its get find calculate given value values number "
     "specific".split())
@@ -22,6 +24,7 @@ _CAMEL = re.compile(r"([a-z])([A-Z])")
 _LETTERS = re.compile(r"[A-Za-z]+")
 
 
+@bounded_cache(4 * MIB)  # an agent sends the same tools every turn: their words are read once
 def content_words(text: str) -> frozenset[str]:
     """The stems of ``text``'s content words."""
     stems = set()
