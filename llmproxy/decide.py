@@ -12,12 +12,13 @@
   ``CALL_BIAS``, beats the likeliest other start. Right after the results of its own calls the turn is an
   answer: a small model shown its call and the result calls again, and an agent's loop would never end.
 
-``choose`` needs a backend that reads the model's probabilities while it samples (the embedded model)
-and a syntax whose calls start at trigger words; it leaves alone what is not an open decision
-(``none``, ``required``, a named function, wrappers that always call) and requests whose text answer
-must be JSON (``response_format``), where both ways start the same. The default is ``choose`` on the
-bundled SmolLM2, where the decision eval measured it deciding far better (``llmproxy eval decisions``),
-and ``free`` everywhere else.
+``choose`` needs a backend that reads the model's probabilities - the embedded model while it samples,
+or a server that reports the first step's likeliest tokens (llama.cpp), asked for them in a request of
+their own first (llmproxy.backends._probed_choice) - and a syntax whose calls start at trigger words; it
+leaves alone what is not an open decision (``none``, ``required``, a named function, wrappers that always
+call) and requests whose text answer must be JSON (``response_format``), where both ways start the same.
+The default is ``choose`` on the bundled SmolLM2 (in-process, or its GGUF served by llama.cpp), where the
+decision eval measured it deciding far better (``llmproxy eval decisions``), and ``free`` everywhere else.
 """
 
 from __future__ import annotations
@@ -136,29 +137,43 @@ def ranked_choice(choice: GrammarChoice, shape: AnswerShape, request: ChatReques
     asked = _request_text(request)
     if len(functions) > MAX_RANKED_FUNCTIONS or (len(functions) > 1 and not asked):
         return choice
-    known = tuple(
-        ChoosableFunction(f.name, f.description or "",
-                          shape.syntax.grammar(replace(shape, call="required", first=f.name, decide="free")).text,
-                          _opening(shape.syntax, f.name), f.parameters)
-        for f in functions)
     several = shape.parallel and getattr(shape.syntax, "lists_calls", False)
+
+    def calls_to(name: str, parallel: bool) -> str:
+        return shape.syntax.grammar(replace(shape, call="required", first=name, decide="free", parallel=parallel)).text
+
+    known = tuple(
+        ChoosableFunction(f.name, f.description or "", calls_to(f.name, shape.parallel), _opening(shape.syntax, f.name),
+                          f.parameters, one_call=calls_to(f.name, False) if several else "")
+        for f in functions)
     separator = (getattr(shape.syntax, "call_separator", None) or "") if several else ""
-    words = words_bias(asked, functions) if asked else 0.0
-    return replace(choice, functions=known, request=asked, separator=separator, words_bias=words)
+    if not asked:
+        return replace(choice, functions=known, separator=separator)
+    scores = words_scores(asked, functions)
+    best = max(scores)
+    named = scores.index(best) if best > 0 and scores.count(best) == 1 else None
+    return replace(choice, functions=known, request=asked, separator=separator, words_bias=best + WORDS_OFFSET,
+                   words_best=named)
 
 
 def words_bias(request: str, functions: Sequence[FunctionDefinition]) -> float:
     """The bias a call gets from how much of the best-named function the request's words hold."""
+    return max(words_scores(request, functions)) + WORDS_OFFSET
+
+
+def words_scores(request: str, functions: Sequence[FunctionDefinition]) -> list[float]:
+    """How much of each function's name, description and parameter names the request's words hold,
+    weighed as the call's bias weighs them (0 for none)."""
     asked = content_words(request)
 
-    def bias(function: FunctionDefinition) -> float:
+    def score(function: FunctionDefinition) -> float:
         properties = function.parameters.get("properties")
         overlap = word_overlap(asked, function.name, function.description or "",
                                properties if isinstance(properties, dict) else ())
         return (NAME_WORDS_WEIGHT * overlap.name + DESCRIPTION_WORDS_WEIGHT * overlap.description
                 + PARAMETER_WORDS_WEIGHT * overlap.parameters)
 
-    return max(map(bias, functions)) + WORDS_OFFSET
+    return [score(function) for function in functions]
 
 
 def _opening(syntax: CallSyntax, name: str) -> str:

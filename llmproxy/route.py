@@ -172,7 +172,8 @@ def build_route(
     window = context_window or backend.context_window() or DEFAULT_CONTEXT_WINDOW
     resolved = route_wrapper(backend, wrapper, syntax, named)
     grammar_mode = resolved.grammar_mode(grammar)
-    bundled = backend.name == "embedded" and getattr(backend, "model_name", None) == BUNDLED_MODEL
+    # The bundled SmolLM2, in-process or served from its GGUF by llama.cpp: where choose is the default.
+    bundled = (backend.discover().model or "").removesuffix(".gguf") == BUNDLED_MODEL
     return Route(
         name=name or model or endpoint_type,
         backend=backend,

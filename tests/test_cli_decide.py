@@ -66,11 +66,11 @@ def test_the_decision_suite_needs_calls_and_answers_beside_other_tools():
     assert all(len(s.request.function_definitions()) >= 2 for s in scenarios)  # always a tool that does not fit
 
 
-def test_eval_choose_where_the_backend_cannot_is_one_line(httpserver, decision_suite):
+def test_eval_choose_where_the_route_cannot_is_one_line(httpserver, decision_suite):
     fake = FakeLlamaCpp(httpserver, ["Hello!"])
-    result = invoke("eval", str(decision_suite), *fake.flags, "--wrapper", "chatml-json", "--decide", "choose")
+    result = invoke("eval", str(decision_suite), *fake.flags, "--wrapper", "chatml", "--decide", "choose")
     assert result.exit_code == 2
-    assert "decide 'choose' is not possible here: the llamacpp backend does not choose" in result.stderr
+    assert "decide 'choose' is not possible here: the wrapper 'chatml' leaves the model no choice" in result.stderr
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from llmproxy.backends._http import (
     auth_headers,
     normalize_endpoint,
 )
+from llmproxy.backends._probed_choice import chosen, probe
 from llmproxy.backends.base import (
     IDLE,
     AsyncBackend,
@@ -265,10 +266,23 @@ class HTTPBackend(Backend, AsyncBackend):
 
     def complete(self, prompt: str, params: GenerationParams) -> Completion:
         self.discover()  # a no-op once the server has answered; asks again if it was not up at start
+        params = self._choose(prompt, params)
         return self.http.post(self.completion_exchange(prompt, params))
+
+    def _choose(self, prompt: str, params: GenerationParams) -> GenerationParams:
+        """``params`` with a choice between calling and answering made (llmproxy.backends._probed_choice)."""
+        if params.choice_grammar is None:
+            return params
+        return chosen(params, self.http.post(self.completion_exchange(prompt, probe(params))))
+
+    async def _achoose(self, prompt: str, params: GenerationParams) -> GenerationParams:
+        if params.choice_grammar is None:
+            return params
+        return chosen(params, await self.ahttp.answer(self.completion_exchange(prompt, probe(params))))
 
     def stream(self, prompt: str, params: GenerationParams) -> Iterator[StreamDelta]:
         self.discover()
+        params = self._choose(prompt, params)
         exchange = self.stream_exchange(prompt, params)
         if exchange is None:
             return iter([whole(self.http.post(self.completion_exchange(prompt, params)))])
@@ -276,11 +290,13 @@ class HTTPBackend(Backend, AsyncBackend):
 
     async def acomplete(self, prompt: str, params: GenerationParams) -> Completion:
         await self._discover_off_loop()
+        params = await self._achoose(prompt, params)
         return await self.ahttp.answer(self.completion_exchange(prompt, params))
 
     async def astream(self, prompt: str, params: GenerationParams, *,
                       idle_after: float | None = None) -> AsyncIterator[StreamDelta]:
         await self._discover_off_loop()
+        params = await self._achoose(prompt, params)
         exchange = self.stream_exchange(prompt, params)
         if exchange is None:  # a server that cannot stream: its whole answer is the one delta
             answering = asyncio.ensure_future(self.ahttp.answer(self.completion_exchange(prompt, params)))

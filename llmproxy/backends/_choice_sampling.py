@@ -25,6 +25,7 @@ import numpy as np
 
 from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends._list_continuation import ListContinuation
+from llmproxy.backends._probed_choice import starts_call
 from llmproxy.backends._value_grounding import ValueGrounding
 from llmproxy.syntaxes.base import ChoosableFunction, GrammarChoice
 
@@ -32,11 +33,7 @@ from llmproxy.syntaxes.base import ChoosableFunction, GrammarChoice
 def call_starts(pieces: Sequence[str], triggers: Sequence[str]) -> np.ndarray:
     """Which tokens (by their text, ``pieces``) start a call: leading whitespace aside, a token that is
     the start of a trigger word (``{``, ``{"`` for ``{"name"``) or begins with a whole one."""
-    starts = np.zeros(len(pieces), dtype=bool)
-    for token, piece in enumerate(pieces):
-        text = piece.lstrip()
-        starts[token] = bool(text) and any(word.startswith(text) or text.startswith(word) for word in triggers)
-    return starts
+    return np.array([starts_call(piece, triggers) for piece in pieces], dtype=bool)
 
 
 def call_margin(logits: np.ndarray, starts: np.ndarray) -> float:

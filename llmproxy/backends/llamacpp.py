@@ -169,8 +169,9 @@ def parse_native_embedding(payload: Any) -> Embedded:
 class LlamaCppBackend(HTTPBackend):
     name = "llamacpp"
     default_port = 8080
-    capabilities = Capabilities(grammar=True, lazy_grammar=True, streaming=True, tokenizer=True, logprobs=True,
-                                embeddings=True, embedding_tokens=True)
+    # choice_grammar: the first step's likeliest tokens (n_probs) are asked for first (_probed_choice).
+    capabilities = Capabilities(grammar=True, lazy_grammar=True, choice_grammar=True, streaming=True, tokenizer=True,
+                                logprobs=True, embeddings=True, embedding_tokens=True)
     grammar_key = "grammar"
     default_settings = {**HTTPBackend.default_settings, "cache_prompt": True}  # false by default before 2024
     samplers = SAMPLER_NAMES

@@ -32,8 +32,9 @@ DECIDE_HELP = (
     "How tool_choice 'auto' is decided: 'free' (the model writes text or a call as it likes, the call "
     "grammar applied from its trigger word) or 'choose' (the first step is a choice between calling and "
     "answering, made from the model's probabilities; then the call or the text is constrained; the "
-    "embedded backend only). Default: choose on the embedded SmolLM2, where it decides far better, else "
-    "free. Example: --decide free"
+    "embedded backend, and llamacpp, which is asked for the first token's likeliest alternatives first). "
+    "Default: choose on the bundled SmolLM2 (embedded, or its GGUF on llama-server), where it decides far "
+    "better, else free. Example: --decide free"
 )
 GRAMMAR_HELP = (
     "Constrained decoding: 'auto' (a grammar built from the request's functions, where the backend takes "
@@ -57,7 +58,7 @@ Wrappers = Annotated[Optional[list[str]], typer.Option(
 Decides = Annotated[Optional[list[str]], typer.Option(
     "--decide", show_default=False,
     help="How tool_choice 'auto' is decided, 'free' or 'choose' (see 'llmproxy serve --help'); repeat to "
-         "compare; choose is run with grammar auto only. Default: the route's own (choose on the embedded "
+         "compare; choose is run with grammar auto only. Default: the route's own (choose on the bundled "
          "SmolLM2 with grammar auto, else free).")]
 Syntax = Annotated[Optional[str], typer.Option("--syntax", show_default=False, help=SYNTAX_HELP)]
 Grammar = Annotated[Optional[str], typer.Option("--grammar", show_default=False, help=GRAMMAR_HELP)]
