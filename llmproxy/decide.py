@@ -137,15 +137,12 @@ def ranked_choice(choice: GrammarChoice, shape: AnswerShape, request: ChatReques
     asked = _request_text(request)
     if len(functions) > MAX_RANKED_FUNCTIONS or (len(functions) > 1 and not asked):
         return choice
-    several = shape.parallel and getattr(shape.syntax, "lists_calls", False)
-
-    def calls_to(name: str, parallel: bool) -> str:
-        return shape.syntax.grammar(replace(shape, call="required", first=name, decide="free", parallel=parallel)).text
-
     known = tuple(
-        ChoosableFunction(f.name, f.description or "", calls_to(f.name, shape.parallel), _opening(shape.syntax, f.name),
-                          f.parameters, one_call=calls_to(f.name, False) if several else "")
+        ChoosableFunction(f.name, f.description or "",
+                          shape.syntax.grammar(replace(shape, call="required", first=f.name, decide="free")).text,
+                          _opening(shape.syntax, f.name), f.parameters)
         for f in functions)
+    several = shape.parallel and getattr(shape.syntax, "lists_calls", False)
     separator = (getattr(shape.syntax, "call_separator", None) or "") if several else ""
     if not asked:
         return replace(choice, functions=known, separator=separator)

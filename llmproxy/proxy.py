@@ -121,15 +121,19 @@ def draft(request: ChatRequest, route: Route, *, first_message: bool = False, sc
     call = _call_mode(route, functions, choice)
     kind = constraints.call_constraint(route, call)
     named = choice.mode == "named"
+    decide = request_decide(route.decide, request, call)
+    parallel = request.answer_form == "tools" and request.parallel_tool_calls is not False
+    if decide == "choose" and not route.backend.capabilities.follows_call_lists:
+        parallel = False  # one call: the list would not be followed (llmproxy.backends._probed_choice)
     shape = route.wrapper.shape(
         call,
         functions,
         (choice.name,) if named else tuple(f.name for f in functions),
         named=named,
-        parallel=request.answer_form == "tools" and request.parallel_tool_calls is not False,
+        parallel=parallel,
         first_message=first_message,
         primed=kind != "json_schema",  # a JSON schema constrains a whole answer, not a continuation
-        decide=request_decide(route.decide, request, call),
+        decide=decide,
     )
     rendered = route.wrapper.render(request.messages, shape, first_message=first_message,
                                     reasoning=request.wants_reasoning())

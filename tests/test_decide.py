@@ -34,11 +34,12 @@ CALLED = [*ASK, {"role": "assistant", "content": None, "tool_calls": [
 
 
 class ChoosingBackend(ScriptedBackend):
-    """A scripted backend that takes grammars, and the choice form too."""
+    """A scripted backend that takes grammars, and the choice form too, as the embedded one does (it follows
+    a chosen list of calls too)."""
 
     def __init__(self, *answers: Completion, choice: bool = True) -> None:
         super().__init__(*answers, grammar=True)
-        self.capabilities = Capabilities(grammar=True, choice_grammar=choice)
+        self.capabilities = Capabilities(grammar=True, choice_grammar=choice, follows_call_lists=choice)
 
 
 def _route(backend, wrapper="chatml-json", decide="choose") -> Route:

@@ -11,10 +11,11 @@ the prompt it read for the first (llama.cpp's ``cache_prompt``), so the second r
 What the sampler adds on the embedded model and a server cannot give - the functions ranked by how likely
 the request reads after each (llmproxy.backends._function_ranking), values held to the request's and a
 list of calls followed - is left out: a call is to the function the request's words name best
-(``GrammarChoice.words_best``), or where none does, to the one the model names; and it is one call. A
+(``GrammarChoice.words_best``), or where none does, to the one the model names; and it is one call: a
+backend whose capabilities do not say ``follows_call_lists`` is planned for one (llmproxy.proxy). A
 small model let write another call after its first writes the same one again, to the token limit: SmolLM2
-on llama-server did so in 3 of the first 6 of BFCL's parallel cases (66 s a case), where llmproxy's
-list continuation ends an answer at a call repeated (llmproxy.backends._list_continuation).
+on llama-server did so in 3 of the first 6 of BFCL's parallel cases (66 s a case), where the embedded
+model's list continuation ends an answer at a call repeated (llmproxy.backends._list_continuation).
 """
 
 from __future__ import annotations
@@ -53,9 +54,8 @@ def chosen_grammar(choice: GrammarChoice, first: Sequence[tuple[str, float]]) ->
     if margin + choice.words_bias + choice.call_bias <= 0:
         return choice.answer
     if len(choice.functions) == 1 or (choice.words_best is not None and choice.words_best < len(choice.functions)):
-        function = choice.functions[choice.words_best or 0]
-        return function.one_call or function.calls
-    return choice.one_call or choice.calls  # the model names the function
+        return choice.functions[choice.words_best or 0].calls
+    return choice.calls  # the model names the function
 
 
 def call_margin(first: Sequence[tuple[str, float]], triggers: Sequence[str]) -> float:

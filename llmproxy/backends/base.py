@@ -117,6 +117,7 @@ class Capabilities:
     grammar: bool = False  # accepts a GBNF grammar
     lazy_grammar: bool = False  # applies one from a trigger word on (llama.cpp's grammar_lazy)
     choice_grammar: bool = False  # chooses between calling and answering from the model's probabilities
+    follows_call_lists: bool = False  # under choose, decides after each call whether another follows
     streaming: bool = True
     tokenizer: bool = False  # count_tokens() uses the model's own tokenizer
     json_schema: bool = False  # accepts a JSON schema as a constraint (Ollama's ``format``)

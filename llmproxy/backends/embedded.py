@@ -176,8 +176,8 @@ class EmbeddedBackend(Backend):
     """llama-cpp-python in this process."""
 
     name = "embedded"
-    capabilities = Capabilities(grammar=True, choice_grammar=True, streaming=True, tokenizer=True, concurrent=False,
-                                logprobs=True, embeddings=True, embedding_tokens=True)
+    capabilities = Capabilities(grammar=True, choice_grammar=True, follows_call_lists=True, streaming=True, tokenizer=True,
+                                concurrent=False, logprobs=True, embeddings=True, embedding_tokens=True)
     default_settings = {"max_tokens": 512, "temperature": 0.3, "top_p": 0.95, "repeat_penalty": 1.1}
     samplers = sampler_names(*SAMPLERS, mirostat="mirostat_mode")  # create_completion's own names
 

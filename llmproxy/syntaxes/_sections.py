@@ -104,8 +104,7 @@ class SectionSyntax(CallSyntax):
         if shape.decide == "choose":
             calls = _grammar(self, definitions, "calls", shape.parallel, shape.reasoning)[0]
             answer = _grammar(self, definitions, "answer", shape.parallel, shape.reasoning)[0]
-            one = _grammar(self, definitions, "calls", False, shape.reasoning)[0] if shape.parallel else ""
-            choice = GrammarChoice(calls, answer, self.triggers(shape.allowed), one_call=one if one != calls else "")
+            choice = GrammarChoice(calls, answer, self.triggers(shape.allowed))
         if lazy is None:
             return Grammar(text, choice=choice)
         return Grammar(text, lazy=LazyGrammar(lazy, self.triggers(shape.allowed), self.preserved_tokens),

@@ -118,9 +118,6 @@ class GrammarChoice:
     # Which of ``functions`` the request's words name best, where one is named more than every other
     # (llmproxy.decide.words_scores): the function of a call chosen on a server, which cannot rank them.
     words_best: int | None = None
-    # Where ``calls`` admits several calls: the grammar of exactly one, for a server that cannot follow a
-    # list of calls as it is written (llmproxy.backends._probed_choice); "" where ``calls`` is one already.
-    one_call: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,7 +131,6 @@ class ChoosableFunction:
     calls: str
     opening: str = ""
     parameters: Mapping[str, Any] = field(default_factory=dict)
-    one_call: str = ""  # as ``GrammarChoice.one_call``, to this function
 
 
 @dataclass(frozen=True)
