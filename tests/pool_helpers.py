@@ -48,6 +48,9 @@ class SlotServer:
         self.unusable = 0  # answers that are no call at all, before the good ones
         self.bodies: list[dict[str, Any]] = []
         self.started = threading.Event()  # a generation has begun streaming
+        self.streaming = 0  # answers being streamed now
+        self._streaming_lock = threading.Lock()
+        self.cut = 0  # answers that were being streamed when kill() broke them off
         self._killed = threading.Event()
         self.server.expect_request("/completion", method="POST").respond_with_handler(self._completion)
         self.server.expect_request("/tokenize", method="POST").respond_with_handler(self._tokenize)
@@ -59,6 +62,7 @@ class SlotServer:
         return LlamaCppBackend(self.url, first_token_timeout=first_token_timeout, context_window=4096)
 
     def kill(self) -> None:
+        self.cut = self.streaming
         self._killed.set()
         self.server.stop()
 
@@ -97,15 +101,21 @@ class SlotServer:
 
     def _events(self, text: str, prompt_tokens: int) -> Iterator[str]:
         parts = pieces(text)
-        for index, part in enumerate(parts):
-            if self._killed.is_set():
-                return  # the stream breaks off without its final event
-            yield "data: " + json.dumps({"content": part, "stop": False}) + "\n\n"
-            self.started.set()
-            time.sleep(self.pace)
-        final = {"content": "", "stop": True, "stop_type": "eos", "tokens_evaluated": prompt_tokens,
-                 "tokens_predicted": len(parts), "truncated": False}
-        yield "data: " + json.dumps(final) + "\n\n"
+        with self._streaming_lock:
+            self.streaming += 1
+        try:
+            for part in parts:
+                if self._killed.is_set():
+                    return  # the stream breaks off without its final event
+                yield "data: " + json.dumps({"content": part, "stop": False}) + "\n\n"
+                self.started.set()
+                time.sleep(self.pace)
+            final = {"content": "", "stop": True, "stop_type": "eos", "tokens_evaluated": prompt_tokens,
+                     "tokens_predicted": len(parts), "truncated": False}
+            yield "data: " + json.dumps(final) + "\n\n"
+        finally:
+            with self._streaming_lock:
+                self.streaming -= 1
 
 
 class VLLMServer:
