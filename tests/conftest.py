@@ -63,8 +63,19 @@ def _share_the_cores_among_workers() -> None:
     os.environ["OMP_THREAD_LIMIT"] = str(max(1, (os.cpu_count() or 1) // workers))
 
 
+def _compile_llmproxy_once() -> None:
+    """Compile llmproxy's modules before the workers start. Where PYTHONDONTWRITEBYTECODE is set (CI sets
+    it), no process writes them, so each worker and each of the ~40 Python processes the tests start
+    would compile the package again (a quarter of a second each); compileall writes them all the same."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller, or a run without workers
+        import compileall
+
+        compileall.compile_dir(TESTS.parent / "llmproxy", quiet=1)
+
+
 _isolate_from_the_developer()
 _share_the_cores_among_workers()
+_compile_llmproxy_once()
 
 import llama_cpp  # noqa: E402  (these imports follow the isolation)
 from hypothesis import settings  # noqa: E402
