@@ -11,7 +11,7 @@ import pytest
 from grammar_walk import accepts
 from werkzeug import Response
 
-from llmproxy.backends._probed_choice import PROBE_TOKENS, call_margin, chosen_grammar
+from llmproxy.backends._probed_choice import PROBE_TOKENS, TEXT_REPEAT_PENALTY, call_margin, chosen_grammar
 from llmproxy.proxy import chat_completion, parse_request
 from llmproxy.route import _cached_backend, build_route
 from llmproxy.syntaxes.base import ChoosableFunction, GrammarChoice
@@ -112,6 +112,7 @@ def test_a_call_is_chosen_from_the_first_tokens_and_written_under_the_calls_gram
     assert answer["prompt"] == probe["prompt"] and "grammar_lazy" not in answer
     assert accepts(answer["grammar"], CALL) and not accepts(answer["grammar"], TEXT)
     assert not accepts(answer["grammar"], f"{CALL}\n{CALL}")  # one call: a list is not followed here
+    assert "repeat_penalty" not in answer  # the server's own: a penalty on the request's words bends values
 
 
 def test_text_is_chosen_where_the_first_tokens_lean_to_it_and_the_words_name_no_function(llama):
@@ -121,6 +122,12 @@ def test_text_is_chosen_where_the_first_tokens_lean_to_it_and_the_words_name_no_
     assert message.content == TEXT and not message.tool_calls
     grammar = llama.bodies[-1]["grammar"]
     assert accepts(grammar, TEXT) and not accepts(grammar, CALL)
+    assert llama.bodies[-1]["repeat_penalty"] == TEXT_REPEAT_PENALTY  # text is not written over and over
+    # A penalty the settings set is theirs, text or not.
+    route = build_route(endpoint_type="llamacpp", endpoint=llama.url, wrapper="hermes", decide="choose",
+                        settings={"repeat_penalty": 1.0})
+    chat_completion(_ask("Tell me a joke."), route)
+    assert llama.bodies[-1]["repeat_penalty"] == 1.0
 
 
 def test_a_call_is_to_the_function_the_requests_words_name(llama):
