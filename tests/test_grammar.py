@@ -12,8 +12,8 @@ import llama_cpp
 import pytest
 from grammar_walk import accepts, sample
 
+from llmproxy.backends.embedded import EmbeddedBackend
 from llmproxy.errors import ConfigurationError, GrammarError
-from llmproxy.gguf import bundled_model_path
 from llmproxy.grammar import grammar_names, load_grammar, validate_grammar
 from llmproxy.syntaxes.memgpt import MemGPTSyntax
 from llmproxy.types import FunctionDefinition
@@ -96,8 +96,9 @@ def test_json_grammar():
 
 @pytest.fixture(scope="module")
 def smollm2():
-    # One thread: with two on this two-core box, any other load stalls llama.cpp's spinning thread barrier.
-    return llama_cpp.Llama(str(bundled_model_path()), n_ctx=2048, n_threads=1, verbose=False)
+    """The bundled SmolLM2 as the embedded backend loads it (the worker's one copy) and samples under a
+    grammar, with the lock that serialises its use."""
+    return EmbeddedBackend()._model
 
 
 def prompt(user: str, placement: str) -> str:
@@ -139,10 +140,12 @@ def test_smollm2_constrained_generation_gives_valid_calls(smollm2):
         for placement, choice, primed, user in cases:
             shape = memgpt_shape(placement, choice, primed)
             text = shape.syntax.grammar(shape).text
-            out = smollm2.create_completion(
-                prompt(user, placement) + shape.prefix, grammar=llama_cpp.LlamaGrammar.from_string(text, verbose=False),
-                max_tokens=128, temperature=0.7, seed=seed,
-            )["choices"][0]
+            with smollm2.lock:
+                out = smollm2.llama.create_completion(
+                    prompt(user, placement) + shape.prefix,
+                    grammar=llama_cpp.LlamaGrammar.from_string(text, verbose=False), max_tokens=128,
+                    temperature=0.7, seed=seed,
+                )["choices"][0]
             if out["finish_reason"] == "stop":
                 check_memgpt_call(shape.prefix + out["text"], placement, choice)
                 complete += 1

@@ -311,7 +311,7 @@ def test_async_first_token_timeout_frees_the_request_in_its_own_time(server):
 
 def test_async_between_tokens_a_stalled_stream_is_cut_and_a_slow_one_is_not(streaming_server):
     server = streaming_server
-    server.fake.stall = (1, 1.0)  # a piece, then a 1 s silence
+    server.fake.stall = (1, 0.6)  # a piece, then a silence twice the read timeout
     server.serve_stream(CALL_PIECES)
     with pytest.raises(BackendTimeoutError, match="read_timeout"):
         run_async(connect(server, first_token_timeout=5, read_timeout=0.3), astream())
