@@ -14,9 +14,9 @@ from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, cho
 from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends.base import Capabilities, Completion
 from llmproxy.common.word_overlap import content_words, word_overlap
-from llmproxy.decide import (CALL_BIAS, DESCRIPTION_WORDS_WEIGHT, MAX_RANKED_FUNCTIONS, NAME_WORDS_WEIGHT,
+from llmproxy.decide import (ASKED_FLOOR, ASKED_SHARE, CALL_BIAS, DESCRIPTION_WORDS_WEIGHT, MAX_RANKED_FUNCTIONS, NAME_WORDS_WEIGHT,
                              PARAMETER_WORDS_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT, WORDS_OFFSET, request_decide,
-                             route_decide, words_bias)
+                             asked_functions, route_decide, words_bias)
 from llmproxy.types import FunctionDefinition
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.prompts import load_wrapper
@@ -291,6 +291,22 @@ def test_the_words_bias_weighs_the_best_functions_name_description_and_parameter
     assert words_bias("Tell me a joke.", [forecast]) == WORDS_OFFSET
     assert plan(_request([{"role": "system", "content": "Weather?"}]),
                 _route(ChoosingBackend())).params.choice_grammar.words_bias == 0.0  # no request text to read
+
+
+def test_the_functions_a_request_asks_for_are_those_its_words_name_well_where_several_calls_may_follow():
+    asked = [{"role": "user", "content": "Weather in Paris, and also the time zone of Tokyo."}]
+    choice = plan(_request(asked), _route(ChoosingBackend())).params.choice_grammar
+    assert choice.asked_functions == ("get_weather", "get_time")  # "weather"; "time" and "zone"
+    only_weather = [{"role": "user", "content": "What is the weather in Paris?"}]
+    assert plan(_request(only_weather), _route(ChoosingBackend())).params.choice_grammar.asked_functions == (
+        "get_weather",)
+    # One call only (parallel_tool_calls false): nothing follows the first, so nothing more is asked for.
+    choice = plan(_request(asked, parallel_tool_calls=False), _route(ChoosingBackend())).params.choice_grammar
+    assert choice.asked_functions == ()
+    # Named too little: under ASKED_FLOOR, or under ASKED_SHARE of the best-named function's score.
+    functions = [FunctionDefinition(name=name, parameters={}) for name in ("a", "b", "c")]
+    assert asked_functions(functions, [10.0, ASKED_FLOOR - 0.1, ASKED_FLOOR]) == ("a", "c")
+    assert asked_functions(functions, [40.0, 40.0 * ASKED_SHARE - 0.1, 40.0 * ASKED_SHARE]) == ("a", "c")
 
 
 def test_words_are_compared_as_stems_without_the_commonest():

@@ -13,7 +13,7 @@ from llmproxy.backends._list_continuation import ListContinuation, ListTokens, a
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
 # token by token from these.
-PIECES = ["{", '"name": "f", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n", '"a": 20', '"a": 15', '"a": 3',
+PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n", '"a": 20', '"a": 15', '"a": 3',
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
           '"a": [20, 10, 5]', "<|end|>"]
 END = len(PIECES) - 1
@@ -142,6 +142,20 @@ def test_a_number_the_request_writes_twice_counts_twice():
 def test_a_request_that_asks_for_several_goes_on_while_any_value_is_left(request_text, goes_on):
     logits = step(answer(request_text, '"a": [20, 10, 5]'), more=-30.0 if goes_on else 30.0)
     assert bool(logits[COMMA] > -np.inf) == goes_on
+
+
+@pytest.mark.parametrize(("request_text", "goes_on"), [
+    ("Play some songs, then also show the charts.", True),  # g is asked for too, and not called yet
+    ("Play some songs and show the charts.", False),  # the request does not say it asks for several
+])
+def test_a_request_that_asks_for_several_goes_on_while_a_function_it_asks_for_is_not_called(request_text, goes_on):
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=-1.0, functions=("f", "g"))
+    written(continuation, *call('"a": 3'))
+    logits = step(continuation)  # the model's margin alone would end it (0 - 1)
+    assert bool(logits[COMMA] > -np.inf) == goes_on
+    if goes_on:  # once g is called too, the model's margin decides again
+        written(continuation, ",", " {", '"name": "g", "arguments": ', "{", '"a": 3', "}}")
+        assert step(continuation)[COMMA] == -np.inf
 
 
 def test_a_comma_between_digits_separates_thousands_only_before_three_digits():

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding
+from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, whole_percentages
+from llmproxy.syntaxes.base import ChoosableFunction
 
 PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
           " Angeles", "San", ", ", "1", "-", "-5", "Mag", "Magnus", "Man", '"b": ',
-          '{"name": "f", "arguments": {"a": ', '",', '"}', '"x']
+          '{"name": "f", "arguments": {"a": ', '",', '"}', '"x', '{"s": "Magnus Carlsen", "t": "',
+          '{"name": "area_rect", "arguments": {}}', '{"name": "', "area", "_circle", "_rect", "string", "integer",
+          '{"name": "f", "arguments": {"s": "', '{"name": "f", "arguments": {"t": "', "Magnus Carlsen", ".", "x", " -", " "]
 CALL = '{"name": "f", "arguments": {"a": '
 TOKENS = GroundingTokens.of(PIECES)
 BIAS = 4.0
 
 
-def raised_by(request: str, *written: str) -> dict[str, float]:
+def raised_by(request: str, *written: str, functions: tuple[str, ...] = (),
+              whole: frozenset[str] = frozenset()) -> dict[str, float]:
     """The pieces the grounding raises after ``written``, and by how many nats."""
-    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS)
+    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS, functions, whole)
     for piece in written:
         grounding.accept(TOKENS.token_of[piece])
     logits = np.zeros(len(PIECES), dtype=np.float32)
@@ -24,17 +28,20 @@ def raised_by(request: str, *written: str) -> dict[str, float]:
     return {PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
 
 
-def raised(request: str, *written: str, by: float = BIAS) -> set[str]:
+def raised(request: str, *written: str, by: float = BIAS, functions: tuple[str, ...] = (),
+           whole: frozenset[str] = frozenset()) -> set[str]:
     """The pieces the grounding raises after ``written`` (each ``by`` nats)."""
-    found = raised_by(request, *written)
+    found = {piece: change for piece, change in raised_by(request, *written, functions=functions, whole=whole).items()
+             if change > 0}
     assert set(found.values()) <= {by}
     return set(found)
 
 
 def test_a_number_begun_as_the_requests_goes_on_as_it_does():
-    assert raised("an initial investment of $2,000 and 5 years", '{"a": ', "200") == {"0"}
-    assert raised("$2,000 then $20,005", '{"a": ', "20") == {"0", "00"}  # both go on from 20
-    assert raised("minus -50000 and more", '{"a": ', "-5") == {"0", "00"}
+    assert raised("an initial investment of $2,000 and 5 years", '{"a": ', "2") == {"0", "00"}
+    assert raised("$2,000 then $20,005", '{"a": ', "20", by=2 * BIAS) == {"0", "00"}  # both go on from 20
+    assert raised("minus -50000 and more", '{"a": ', "-5") == {"0", "00"}  # one digit: a guess
+    assert raised("an initial investment of $2,000 and 5 years", '{"a": ', "200", by=2 * BIAS) == {"0"}
 
 
 def test_a_number_the_request_holds_whole_is_left_to_the_model():
@@ -56,8 +63,29 @@ def test_keys_and_text_the_request_does_not_hold_are_left_alone():
 
 
 def test_a_string_value_may_begin_a_name_of_the_request():
-    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {"Mag", "Magnus"}
+    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {"Mag", "Magnus", "Magnus Carlsen"}
     assert raised("what is the rating of that player?", '{"s": "') == set()  # no name written
+
+
+def test_a_string_value_begins_a_name_no_value_holds_yet_while_there_is_one():
+    request = "Compare Magnus Carlsen with Manila Chess Club"
+    assert raised(request, '{"s": "', by=BIAS / 2) == {"Mag", "Magnus", "Magnus Carlsen", "Man"}
+    assert raised(request, '{"s": "Magnus Carlsen", "t": "', by=BIAS / 2) == {"Man"}
+    assert raised("Rate Magnus Carlsen, again", '{"s": "Magnus Carlsen", "t": "', by=BIAS / 2) == {"Mag", "Magnus", "Magnus Carlsen"}
+
+
+def test_a_string_value_does_not_start_as_a_word_of_json_schemas_types_the_request_does_not_write():
+    assert raised_by("Set the kind of the thing", '{"s": "') == {"string": -2 * BIAS, "integer": -2 * BIAS}
+    assert raised_by("Cut the string in two", '{"s": "') == {"integer": -2 * BIAS}  # the request writes "string"
+    assert raised_by("Set the kind of the thing", '{"s": "', "Los") == {}  # only a value's first token
+
+
+def test_a_later_calls_name_goes_on_as_a_function_the_request_asks_for_and_no_call_names_yet():
+    asked = ("area_rect", "area_circle")
+    assert raised("x", '{"name": "area_rect", "arguments": {}}', ", ", '{"name": "', "area", functions=asked) == {
+        "_circle"}
+    assert raised("x", '{"name": "', "area", functions=asked) == {"_circle", "_rect"}  # the first call: either
+    assert raised("x", '{"name": "area_rect", "arguments": {}}', ", ", '{"name": "', "area") == set()  # none asked
 
 
 def test_the_separator_is_raised_after_a_whole_value_while_numbers_of_the_request_are_unused():
@@ -78,8 +106,45 @@ def test_a_value_may_begin_the_requests_next_number_in_reading_order():
     assert raised("no numbers here", CALL) == set()
 
 
+def test_a_number_begun_as_the_next_in_reading_order_goes_on_as_that_one():
+    assert raised("first 5, then 200, then 205", CALL, "5", ", ", '"b": ', "2", "0", by=2 * BIAS) == {"0"}
+    assert raised("first 5, then 205, then 200", CALL, "5", ", ", '"b": ', "2", "0", by=2 * BIAS) == {"5"}
+    assert raised("first 5, then 205, then 200", CALL, "2", "0", by=2 * BIAS) == {"0", "5"}  # 5 was next: either
+
+
+def test_a_number_every_call_repeats_does_not_move_the_next_in_reading_order():
+    request = "5 and 20 to 2; then 20 and 5; then 1 and 5, to 2"
+    first, second = (CALL, "5", ", ", '"b": ', "20", ", ", '"b": ', "2", "}", "}", ", "), (
+        CALL, "20", ", ", '"b": ', "5", ", ", '"b": ', "2", "}", "}", ", ")
+    assert raised(request, *first, *second, CALL, by=BIAS / 2) == {"1"}  # not past the last "2"
+
+
 def test_a_value_that_is_a_name_the_request_lists_with_others_is_ended_there():
     closers = {'"', '",', '"}'}
     assert raised("Weather in Los Angeles, San Diego and Manila", '{"s": "', "Los", " Angeles", by=BIAS / 2) == closers
     assert raised("Weather in Los Angeles and San Diego", '{"k": [', '"', "Los", " Angeles", by=BIAS / 2) == closers
     assert raised("Weather in Los Angeles, please", '{"s": "', "Los", " Angeles") == set()  # a name alone
+
+
+def test_a_later_call_goes_through_the_names_the_request_lists_where_the_call_before_gave_the_argument_one():
+    request = "Compare Magnus Carlsen with Manila Chess Club"
+    first = ('{"name": "f", "arguments": {"s": "', "Magnus Carlsen", '"}', "}", ", ")
+    assert raised(request, *first, '{"name": "f", "arguments": {"s": "') == {"Man"}  # the whole bias
+    assert raised(request, *first, '{"name": "f", "arguments": {"t": "', by=BIAS / 2) == {"Man"}  # another argument
+
+
+def test_a_percentage_is_guessed_as_its_fraction_except_where_the_argument_takes_a_percentage():
+    assert raised("a rate of 5% for 10 years", CALL, by=BIAS / 2) == {"0"}  # 0.05 (from its first digit)
+    assert raised("a rate of 5 percent for 10 years", CALL, "0", ".", "0", "5", ", ", '"b": ', by=BIAS / 2) == {"1"}
+    assert raised("a rate of 5% for 10 years", CALL, by=BIAS / 2, whole=frozenset({"a"})) == {"5"}
+    rate = {"type": "number"}
+    functions = [ChoosableFunction("f", "", "", parameters={"properties": {
+        "a": {**rate, "description": "The annual rate, in percent."}, "b": {**rate, "description": "Rate in % as a decimal"},
+        "growth_percentage": rate, "c": rate}})]
+    assert whole_percentages(functions) == {"a", "growth_percentage"}
+
+
+def test_numbers_a_string_value_writes_in_reading_order_are_passed():
+    request = "the derivative of 2x - 1 at 5, then of 5x at 20"
+    assert raised(request, '{"name": "f", "arguments": {"s": "', "2", "x", " -", " ", "1", '",', '"b": ',
+                  by=BIAS / 2) == {"5"}

@@ -19,6 +19,10 @@ as often as the request writes it (the 1 of "5, 6 and 1, then 3, 2 and 1" twice)
 - the request writes none: the model's own margin for going on (over ending), raised by ``continue_bias``,
   decides.
 
+Before the values, the functions: where the request says it asks for several things and names several of
+the offered functions in its words (llmproxy.decide.asked_functions), another call follows while one of
+those is not called yet ("Find the area of a rectangle ... Also, calculate the area of a circle").
+
 A call made again word for word ends the answer too. A token can close a call and go on in one (``},``):
 those are held back while a call is being closed, so the choice is made on its own, once the call is whole.
 """
@@ -37,6 +41,7 @@ from llmproxy.backends._json_chars import JSONChars
 
 # A comma between digits separates thousands where three digits follow it ("2,000,000"), else numbers ("5,10").
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
+_PERCENT_AFTER = re.compile(r"\s*(?:%|per ?cent\b)", re.IGNORECASE)
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 _CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
 _CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*")
@@ -57,6 +62,11 @@ def numbers(text: str) -> set[str]:
 def numbers_in_order(text: str) -> list[str]:
     """The numbers written in ``text``, as ``numbers`` writes them, in the order written."""
     return [found.replace(",", "").lstrip("+").rstrip(".") for found in _NUMBER.findall(text)]
+
+
+def percent_marks(text: str) -> list[bool]:
+    """For each number ``numbers_in_order`` gives, whether ``text`` writes it as a percentage (5 %, 5 percent)."""
+    return [_PERCENT_AFTER.match(text, found.end()) is not None for found in _NUMBER.finditer(text)]
 
 
 def amounts(text: str) -> Counter[str]:
@@ -150,13 +160,15 @@ class ListContinuation:
     makes the answer's next step a choice between going on and ending (``adjust``, on the raw logits of the
     step, before the token is drawn)."""
 
-    def __init__(self, tokens: ListTokens, pieces: Sequence[str], request: str, bias: float) -> None:
+    def __init__(self, tokens: ListTokens, pieces: Sequence[str], request: str, bias: float,
+                 functions: Collection[str] = ()) -> None:
         self._tokens = tokens
         self._pieces = pieces
         self._numbers = amounts(request)
         self._names = names(request)
         self._asks_for_several = _ASKS_FOR_SEVERAL.search(request) is not None
         self._bias = bias
+        self._functions = functions  # the functions the request asks a call to each of
         self._calls: list[str] = []  # the text of each call written
         self._call = ""  # the call being written
         self._json = JSONChars()
@@ -195,11 +207,14 @@ class ListContinuation:
                 self._call_ended = False
 
     def _coverage(self) -> int:
-        """+1 where the last call used numbers (or names) of the request not used before and at least as
-        many are in no call yet; 0 where the request holds none (and the last call is new); else -1."""
+        """+1 where a function the request asks for is not called yet, or where the last call used numbers
+        (or names) of the request not used before and at least as many are in no call yet; 0 where the
+        request holds none (and the last call is new); else -1."""
         *earlier_calls, last_call = self._calls
         if last_call in earlier_calls:
             return -1
+        if self._asks_for_several and uncalled(self._functions, "".join(self._calls)):
+            return 1
         if not (self._numbers or self._names):
             return 0
         kinds = ((self._numbers, lambda call: used_amounts(call, self._numbers)),
@@ -211,6 +226,11 @@ class ListContinuation:
             if new and left.total() >= (1 if self._asks_for_several else new.total()):
                 return 1
         return -1
+
+
+def uncalled(functions: Collection[str], calls: str) -> list[str]:
+    """Which of ``functions`` no call in the JSON text ``calls`` names."""
+    return [name for name in functions if f'"{name}"' not in calls]
 
 
 def _log_sum_exp(values: np.ndarray) -> float:

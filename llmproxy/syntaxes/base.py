@@ -118,6 +118,10 @@ class GrammarChoice:
     # Which of ``functions`` the request's words name best, where one is named more than every other
     # (llmproxy.decide.words_scores): the function of a call chosen on a server, which cannot rank them.
     words_best: int | None = None
+    # Where several calls may follow one another, the offered functions the request's words name well
+    # enough that a request asking for several things asks for a call to each (llmproxy.decide.
+    # asked_functions): the list goes on while one is not called yet, and a later call names one of those.
+    asked_functions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
