@@ -130,7 +130,9 @@ def test_a_later_call_goes_through_the_names_the_request_lists_where_the_call_be
     request = "Compare Magnus Carlsen with Manila Chess Club"
     first = ('{"name": "f", "arguments": {"s": "', "Magnus Carlsen", '"}', "}", ", ")
     assert raised(request, *first, '{"name": "f", "arguments": {"s": "') == {"Man"}  # the whole bias
-    assert raised(request, *first, '{"name": "f", "arguments": {"t": "', by=BIAS / 2) == {"Man"}  # another argument
+    # Another argument: any name this call does not hold yet, as in a first call.
+    assert raised(request, *first, '{"name": "f", "arguments": {"t": "', by=BIAS / 2) == {
+        "Mag", "Magnus", "Magnus Carlsen", "Man"}
 
 
 def test_a_percentage_is_guessed_as_its_fraction_except_where_the_argument_takes_a_percentage():

@@ -15,11 +15,12 @@ function the request asks for and no call names yet (llmproxy.decide.asked_funct
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
 - a string value's first token, where it begins a name the request writes (llmproxy.backends.
-  _list_continuation.written_names) and no value of the answer holds yet: "Magnus Carlsen" for a player,
-  not the "Manchester United" a small model likes better (any of them, where every one is used). In a
-  later call, where the call before gave the same argument one of the request's names, this is no guess:
-  the calls go through the names the request lists ("Vegan Salad" for the second call's dish after the
-  first's "Chicken Noodle Soup"), and the name's first token gets the whole bias;
+  _list_continuation.written_names) and no value of the call holds yet: "Magnus Carlsen" for a player,
+  not the "Manchester United" a small model likes better; "Philadelphia" for the destination after "New
+  York" for the source (any of them, where every one is used). In a later call, where the call before
+  gave the same argument one of the request's names, this is no guess: the calls go through the names
+  the request lists, so a name no call holds yet ("Vegan Salad" for the second call's dish after the
+  first's "Chicken Noodle Soup") gets the whole bias;
 - a value's first token, where it begins the request's next number in reading order: the one after the
   number the answer's last number value was (the first, before any): a request names its values in
   the order the calls take them far more often than not ("coefficients 5, 6 and 1 ..., then 3, 2 and 1":
@@ -141,6 +142,7 @@ class ValueGrounding:
         self._value = ""  # the string or number value written so far
         self._in_number = False
         self._answer = ""  # the calls written so far
+        self._call = ""  # and the call being written
         self._key = ""  # the argument whose value is written next, or is being written
         self._arguments: dict[str, str] = {}  # the arguments of the call being written, as written so far
         self._last_call: dict[str, str] = {}  # and those of the call before it
@@ -158,7 +160,10 @@ class ValueGrounding:
             rests = self._string_rests(self._value)
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
-            rests, bias = self._unused_names(), self._bias if self._names_go_on() else self._bias / 2
+            if self._names_go_on():
+                rests = self._unused_names(self._answer)
+            else:
+                rests, bias = self._unused_names(self._call), self._bias / 2
         elif self._in_number and not self._number_is_whole():
             rests = self._number_rests(self._value)
             if len(self._value.lstrip("-")) >= _SURE_DIGITS:
@@ -176,6 +181,7 @@ class ValueGrounding:
 
     def accept(self, token: int) -> None:
         self._answer += self._pieces[token]
+        self._call += self._pieces[token]
         for char in self._pieces[token]:
             starts = not self._json.in_string and self._json.value_starts()
             if self._json.step(char):
@@ -192,7 +198,7 @@ class ValueGrounding:
                 self._in_number = starts and char in "-0123456789"
                 self._value = char
                 if char == "}" and not self._json.open:  # a call closes
-                    self._last_call, self._arguments = self._arguments, {}
+                    self._last_call, self._arguments, self._call = self._arguments, {}, ""
 
     def _string_ends(self) -> None:
         """Where a string has just been written: an argument's key, or its value. The request's next numbers
@@ -212,10 +218,10 @@ class ValueGrounding:
         """Whether the call before this one gave the argument being written one of the request's names."""
         return self._last_call.get(self._key, "").lower() in self._whole_names
 
-    def _unused_names(self) -> list[str]:
-        """The request's names (their first characters) that no value written yet holds; all where each is
-        held by one."""
-        written = self._answer.lower()
+    def _unused_names(self, written: str) -> list[str]:
+        """The request's names (their first characters) that the text ``written`` does not hold; all where
+        it holds each."""
+        written = written.lower()
         unused = [name for name in self._names if name.lower() not in written]
         return unused or self._names
 
