@@ -14,7 +14,8 @@ from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts, cho
 from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends.base import Capabilities, Completion
 from llmproxy.common.word_overlap import content_words, word_overlap
-from llmproxy.decide import (ASKED_FLOOR, ASKED_SHARE, CALL_BIAS, DESCRIPTION_WORDS_WEIGHT, MAX_RANKED_FUNCTIONS, NAME_WORDS_WEIGHT,
+from llmproxy.decide import (ASKED_FLOOR, ASKED_SHARE, CALL_BIAS, DESCRIPTION_WORDS_WEIGHT, MAX_RANKED_FUNCTIONS,
+                             NAME_WORDS_WEIGHT,
                              PARAMETER_WORDS_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT, WORDS_OFFSET, request_decide,
                              asked_functions, route_decide, words_bias)
 from llmproxy.types import FunctionDefinition

@@ -13,7 +13,8 @@ from llmproxy.backends._list_continuation import ListContinuation, ListTokens, a
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
 # token by token from these.
-PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n", '"a": 20', '"a": 15', '"a": 3',
+PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n",
+          '"a": 20', '"a": 15', '"a": 3',
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
           '"a": [20, 10, 5]', "<|end|>"]
 END = len(PIECES) - 1

@@ -11,7 +11,8 @@ PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",",
           " Angeles", "San", ", ", "1", "-", "-5", "Mag", "Magnus", "Man", '"b": ',
           '{"name": "f", "arguments": {"a": ', '",', '"}', '"x', '{"s": "Magnus Carlsen", "t": "',
           '{"name": "area_rect", "arguments": {}}', '{"name": "', "area", "_circle", "_rect", "string", "integer",
-          '{"name": "f", "arguments": {"s": "', '{"name": "f", "arguments": {"t": "', "Magnus Carlsen", ".", "x", " -", " "]
+          '{"name": "f", "arguments": {"s": "', '{"name": "f", "arguments": {"t": "', "Magnus Carlsen", ".", "x",
+          " -", " "]
 CALL = '{"name": "f", "arguments": {"a": '
 TOKENS = GroundingTokens.of(PIECES)
 BIAS = 4.0
@@ -63,7 +64,8 @@ def test_keys_and_text_the_request_does_not_hold_are_left_alone():
 
 
 def test_a_string_value_may_begin_a_name_of_the_request():
-    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {"Mag", "Magnus", "Magnus Carlsen"}
+    assert raised("What is the rating of Magnus Carlsen?", '{"s": "', by=BIAS / 2) == {
+        "Mag", "Magnus", "Magnus Carlsen"}
     assert raised("what is the rating of that player?", '{"s": "') == set()  # no name written
 
 
@@ -71,7 +73,8 @@ def test_a_string_value_begins_a_name_no_value_holds_yet_while_there_is_one():
     request = "Compare Magnus Carlsen with Manila Chess Club"
     assert raised(request, '{"s": "', by=BIAS / 2) == {"Mag", "Magnus", "Magnus Carlsen", "Man"}
     assert raised(request, '{"s": "Magnus Carlsen", "t": "', by=BIAS / 2) == {"Man"}
-    assert raised("Rate Magnus Carlsen, again", '{"s": "Magnus Carlsen", "t": "', by=BIAS / 2) == {"Mag", "Magnus", "Magnus Carlsen"}
+    assert raised("Rate Magnus Carlsen, again", '{"s": "Magnus Carlsen", "t": "', by=BIAS / 2) == {
+        "Mag", "Magnus", "Magnus Carlsen"}  # every name is held: any
 
 
 def test_a_string_value_does_not_start_as_a_word_of_json_schemas_types_the_request_does_not_write():
@@ -141,7 +144,8 @@ def test_a_percentage_is_guessed_as_its_fraction_except_where_the_argument_takes
     assert raised("a rate of 5% for 10 years", CALL, by=BIAS / 2, whole=frozenset({"a"})) == {"5"}
     rate = {"type": "number"}
     functions = [ChoosableFunction("f", "", "", parameters={"properties": {
-        "a": {**rate, "description": "The annual rate, in percent."}, "b": {**rate, "description": "Rate in % as a decimal"},
+        "a": {**rate, "description": "The annual rate, in percent."},
+        "b": {**rate, "description": "Rate in % as a decimal"},
         "growth_percentage": rate, "c": rate}})]
     assert whole_percentages(functions) == {"a", "growth_percentage"}
 

@@ -121,8 +121,9 @@ class ValueGrounding:
         self._separators = list(tokens.separators)
         self._text = request
         self._in_order = numbers_in_order(request)
-        self._fractions = {index: f"{float(number) / 100:.12g}"
-                           for index, (number, percent) in enumerate(zip(self._in_order, percent_marks(request))) if percent}
+        marks = percent_marks(request)
+        self._fractions = {index: f"{float(number) / 100:.12g}"  # of the percentages, by their place in reading order
+                           for index, (number, percent) in enumerate(zip(self._in_order, marks)) if percent}
         self._numbers = numbers(request) | set(self._fractions.values())
         self._whole_percentages = whole_percentages
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
@@ -144,7 +145,7 @@ class ValueGrounding:
         self._answer = ""  # the calls written so far
         self._call = ""  # and the call being written
         self._key = ""  # the argument whose value is written next, or is being written
-        self._arguments: dict[str, str] = {}  # the arguments of the call being written, as written so far
+        self._arguments: dict[str, str] = {}  # the string arguments of the call being written, so far
         self._last_call: dict[str, str] = {}  # and those of the call before it
 
     def adjust(self, logits: np.ndarray) -> None:
