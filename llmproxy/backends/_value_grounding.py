@@ -61,6 +61,7 @@ _CALL_DEPTH = 1  # a call's object: its one string value is the function's name
 _ARGUMENTS_DEPTH = 2  # a call's object, then its arguments' object
 _AFTER_STRING = " \n,}]"
 _SCHEMA_WORDS = ("string", "integer", "number", "boolean", "object", "array", "float", "dict")
+_SCHEMA_WORD = re.compile(rf"\b(?:{'|'.join(_SCHEMA_WORDS)})", re.IGNORECASE)
 _PERCENTAGE = re.compile(r"percent|%", re.IGNORECASE)
 _FRACTION = re.compile(r"decimal|fraction", re.IGNORECASE)
 _LISTED_NEXT = re.compile(r",\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+")  # what stands between two names of a list
@@ -132,8 +133,9 @@ class ValueGrounding:
         names = written_names(request)
         self._names = sorted(name[:_LOOK_AHEAD] for name in names)
         self._whole_names = {name.lower() for name in names}
-        self._schema_words = [token for word in _SCHEMA_WORDS if not re.search(rf"\b{word}", request, re.IGNORECASE)
-                              and (token := tokens.token_of.get(word)) is not None]
+        written = {word.lower() for word in _SCHEMA_WORD.findall(request)}
+        self._schema_words = [tokens.token_of[word] for word in _SCHEMA_WORDS
+                              if word not in written and word in tokens.token_of]
         self._listed = _listed_names(request, names)
         self._closers = list(tokens.closers)
         self._bias = bias
@@ -143,7 +145,7 @@ class ValueGrounding:
         self._value = ""  # the string or number value written so far
         self._in_number = False
         self._answer = ""  # the calls written so far
-        self._call = ""  # and the call being written
+        self._call_start = 0  # where in it the call being written starts
         self._key = ""  # the argument whose value is written next, or is being written
         self._arguments: dict[str, str] = {}  # the string arguments of the call being written, so far
         self._last_call: dict[str, str] = {}  # and those of the call before it
@@ -164,7 +166,7 @@ class ValueGrounding:
             if self._names_go_on():
                 rests = self._unused_names(self._answer)
             else:
-                rests, bias = self._unused_names(self._call), self._bias / 2
+                rests, bias = self._unused_names(self._answer[self._call_start:]), self._bias / 2
         elif self._in_number and not self._number_is_whole():
             rests = self._number_rests(self._value)
             if len(self._value.lstrip("-")) >= _SURE_DIGITS:
@@ -182,7 +184,6 @@ class ValueGrounding:
 
     def accept(self, token: int) -> None:
         self._answer += self._pieces[token]
-        self._call += self._pieces[token]
         for char in self._pieces[token]:
             starts = not self._json.in_string and self._json.value_starts()
             if self._json.step(char):
@@ -199,7 +200,7 @@ class ValueGrounding:
                 self._in_number = starts and char in "-0123456789"
                 self._value = char
                 if char == "}" and not self._json.open:  # a call closes
-                    self._last_call, self._arguments, self._call = self._arguments, {}, ""
+                    self._last_call, self._arguments, self._call_start = self._arguments, {}, len(self._answer)
 
     def _string_ends(self) -> None:
         """Where a string has just been written: an argument's key, or its value. The request's next numbers
@@ -262,8 +263,9 @@ class ValueGrounding:
         """What follows ``written`` in each number of the request it begins, where none ends with it."""
         if written in self._numbers:
             return []
-        if self._guess().startswith(written):
-            return [self._guess()[len(written):]]
+        guess = self._guess()
+        if guess.startswith(written):
+            return [guess[len(written):]]
         return [number[len(written):] for number in self._numbers if number.startswith(written)]
 
     def _argument_ends(self) -> bool:
