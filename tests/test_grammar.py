@@ -134,9 +134,10 @@ def test_smollm2_constrained_generation_gives_valid_calls(smollm2):
         ("none", "core_memory_replace", False, "Actually my name is Bea, not Ana."),
     ]
     # What the grammar guarantees, whatever a CPU's sampling does: every answer that ends is a valid
-    # call (one cut at max_tokens is only a valid prefix). Over nine generations some must end.
+    # call (one cut at max_tokens is only a valid prefix). Over six generations some must end (four did
+    # here; the thoughts-first answer runs to max_tokens at every seed tried).
     complete = 0
-    for seed in (1, 2, 3):
+    for seed in (1, 2):
         for placement, choice, primed, user in cases:
             shape = memgpt_shape(placement, choice, primed)
             text = shape.syntax.grammar(shape).text

@@ -151,11 +151,8 @@ def test_memgpt_agent_conversation(client):
     history.append(user("I love hiking in the Alps."))
     name, arguments = step({"name": "core_memory_append"})
     assert name == "core_memory_append" and arguments["request_heartbeat"] is True
-    for _ in range(3):  # heartbeats until the agent stops asking for them
-        history.append({"role": "user", "content": json.dumps({"type": "heartbeat", "reason": "request_heartbeat"})})
-        name, arguments = step()
-        if not arguments.get("request_heartbeat"):
-            break
+    history.append({"role": "user", "content": json.dumps({"type": "heartbeat", "reason": "request_heartbeat"})})
+    step()
     history.append(user("What do you remember about me?"))
     step()
     assert sum(message["role"] == "assistant" for message in history) >= 4
