@@ -55,6 +55,13 @@ def test_numbers_are_read_as_digits_and_as_values():
     assert used_amounts('{"a": 2000, "b": 2000}', asked) == Counter({"2000": 1})  # no more than are asked
 
 
+def test_a_number_and_its_word_of_scale_are_one_value():
+    assert numbers("a payout of 50 million USD for 1.267 Billion people and 2 thousand") == {
+        "50000000", "1267000000", "2000"}
+    assert amounts("50 million, then 50") == Counter({"50000000": 1, "50": 1})
+    assert numbers("4 m and 300 K") == {"4", "300"}  # units, not scales
+
+
 @pytest.mark.parametrize(("values", "goes_on"), [
     (['"a": 20'], True),  # 15 is in no call yet, and the call used 20: go on
     (['"a": 20', '"a": 15'], False),  # every number is in: end
@@ -62,23 +69,23 @@ def test_numbers_are_read_as_digits_and_as_values():
     (['"a": 3'], False),  # the first call used none of the request's numbers: end
 ])
 def test_the_requests_numbers_decide_whatever_the_model_prefers(values, goes_on):
-    continuation = answer("Play for 20 and for 15 minutes.", *values)
+    continuation = answer("Play for 20 and 15 minutes.", *values)
     logits = step(continuation, more=-30.0 if goes_on else 30.0)  # the model prefers the other way
     assert (logits[COMMA] > -np.inf, logits[END] > -np.inf) == (goes_on, not goes_on)
     assert continuation.choices[-1] is goes_on
 
 
 def test_without_numbers_the_models_own_margin_and_the_bias_decide():
-    assert step(answer("Play some songs.", '"a": 3'), more=0.5)[COMMA] == -np.inf  # 0.5 - 1: ends
-    assert step(answer("Play some songs.", '"a": 3'), more=1.5)[END] == -np.inf  # 1.5 - 1: goes on
+    assert step(answer("Play some songs, then more.", '"a": 3'), more=0.5)[COMMA] == -np.inf  # 0.5 - 1: ends
+    assert step(answer("Play some songs, then more.", '"a": 3'), more=1.5)[END] == -np.inf  # 1.5 - 1: goes on
 
 
 def test_a_call_made_again_word_for_word_ends_the_answer():
-    assert step(answer("Play some songs.", '"a": 3', '"a": 3'), more=30.0)[COMMA] == -np.inf
+    assert step(answer("Play some songs, then more.", '"a": 3', '"a": 3'), more=30.0)[COMMA] == -np.inf
 
 
 def test_the_choice_is_the_next_token_itself():
-    logits = step(answer("Play for 20 and for 15 minutes.", '"a": 20'))  # goes on
+    logits = step(answer("Play for 20 and 15 minutes.", '"a": 20'))  # goes on
     assert np.isfinite(logits).tolist() == [piece.lstrip().startswith(",") for piece in PIECES]
     logits = step(answer("Play for 20 minutes.", '"a": 20'))  # ends: the end token, not even whitespace
     assert np.isfinite(logits).tolist() == [token == END for token in range(len(PIECES))]
@@ -157,6 +164,20 @@ def test_a_request_that_asks_for_several_goes_on_while_a_function_it_asks_for_is
     if goes_on:  # once g is called too, the model's margin decides again
         written(continuation, ",", " {", '"name": "g", "arguments": ', "{", '"a": 3', "}}")
         assert step(continuation)[COMMA] == -np.inf
+
+
+@pytest.mark.parametrize(("request_text", "offered", "goes_on"), [
+    ("Weather in Seattle, Boston for 7 days", 3, False),  # one call asked for: the name left makes none
+    ("Weather in Seattle, Boston for 7 days", 1, True),  # one function: the name left asks for another call
+    ("Weather in Seattle, then Boston for 7 days", 3, True),  # the request says it asks for several
+    ("Weather in Seattle or in Boston for 7 days", 1, False),  # one function, and no list: one call
+])
+def test_a_request_that_does_not_ask_for_several_gets_one_call_where_several_functions_are_offered_or_it_lists_none(
+        request_text, offered, goes_on):
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=-1.0, offered=offered)
+    written(continuation, *call('"s": "Seattle"'))
+    logits = step(continuation, more=30.0)  # the model would go on
+    assert bool(logits[COMMA] > -np.inf) == goes_on
 
 
 def test_a_comma_between_digits_separates_thousands_only_before_three_digits():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, whole_percentages
+from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, formatted_arguments, whole_percentages
 from llmproxy.syntaxes.base import ChoosableFunction
 
-PIECES = ['{"a": ', '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
+PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
           " Angeles", "San", ", ", "1", "-", "-5", "Mag", "Magnus", "Man", '"b": ',
           '{"name": "f", "arguments": {"a": ', '",', '"}', '"x', '{"s": "Magnus Carlsen", "t": "',
           '{"name": "area_rect", "arguments": {}}', '{"name": "', "area", "_circle", "_rect", "string", "integer",
@@ -19,9 +19,9 @@ BIAS = 4.0
 
 
 def raised_by(request: str, *written: str, functions: tuple[str, ...] = (),
-              whole: frozenset[str] = frozenset()) -> dict[str, float]:
+              whole: frozenset[str] = frozenset(), formatted: frozenset[str] = frozenset()) -> dict[str, float]:
     """The pieces the grounding raises after ``written``, and by how many nats."""
-    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS, functions, whole)
+    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS, functions, whole, formatted)
     for piece in written:
         grounding.accept(TOKENS.token_of[piece])
     logits = np.zeros(len(PIECES), dtype=np.float32)
@@ -77,9 +77,12 @@ def test_a_string_value_begins_a_name_no_value_holds_yet_while_there_is_one():
         "Mag", "Magnus", "Magnus Carlsen"}  # every name is held: any
 
 
+EMPTY = {'"': -BIAS, '",': -BIAS, '"}': -BIAS}  # a string value's closing quote as its first token
+
+
 def test_a_string_value_does_not_start_as_a_word_of_json_schemas_types_the_request_does_not_write():
-    assert raised_by("Set the kind of the thing", '{"s": "') == {"string": -2 * BIAS, "integer": -2 * BIAS}
-    assert raised_by("Cut the string in two", '{"s": "') == {"integer": -2 * BIAS}  # the request writes "string"
+    assert raised_by("Set the kind of the thing", '{"s": "') == {"string": -2 * BIAS, "integer": -2 * BIAS, **EMPTY}
+    assert raised_by("Cut the string in two", '{"s": "') == {"integer": -2 * BIAS, **EMPTY}  # "string" is written
     assert raised_by("Set the kind of the thing", '{"s": "', "Los") == {}  # only a value's first token
 
 
@@ -127,6 +130,34 @@ def test_a_value_that_is_a_name_the_request_lists_with_others_is_ended_there():
     assert raised("Weather in Los Angeles, San Diego and Manila", '{"s": "', "Los", " Angeles", by=BIAS / 2) == closers
     assert raised("Weather in Los Angeles and San Diego", '{"k": [', '"', "Los", " Angeles", by=BIAS / 2) == closers
     assert raised("Weather in Los Angeles, please", '{"s": "', "Los", " Angeles") == set()  # a name alone
+
+
+def test_a_string_value_is_not_left_empty():
+    assert {piece: change for piece, change in raised_by("Find sushi in Boston", '{"s": "').items()
+            if piece.startswith('"')} == EMPTY
+    assert raised_by("Find sushi in Boston", '{"s": "', "Los") == {}  # once begun, it may end
+
+
+def test_a_string_value_that_stands_before_a_joining_word_of_the_request_is_ended_there():
+    closers = {'"', '",', '"}'}
+    assert raised("Flights from Los Angeles to Manila", '{"s": "', "Los", " Angeles") == closers
+    assert raised("Flights from Los Angeles to Manila", '{"s": "', "Los") == set()  # "Los" is not before one
+    assert raised("Play 'Los Angeles to Manila' again", '{"s": "', "Los", " Angeles") == set()  # a quotation
+    # An argument whose schema prescribes a format ends as the format does.
+    call = '{"name": "f", "arguments": {"s": "'
+    assert raised("Flights from Los Angeles to Manila", call, "Los", " Angeles") == {'"', '",', '"}'}
+    assert raised_by("Flights from Los Angeles to Manila", call, "Los", " Angeles", formatted=frozenset("s")) == {}
+    assert raised("Flights from Los Angeles?", '{"s": "', "Los", " Angeles") == {'"', '",', '"}'}  # a sentence's end
+    assert raised("Shares of Apple Inc. rose", '{"s": "', "Apple", " Inc") == set()  # an abbreviation's full stop
+    functions = [ChoosableFunction("f", "", "", parameters={"properties": {
+        "a": {"type": "string", "description": "The city, e.g. San Francisco, CA."},
+        "b": {"type": "string", "description": "Date in the format YYYY-MM-DD."},
+        "c": {"type": "string", "description": "The city, such as Paris."}, "d": {"type": "string"}}})]
+    assert formatted_arguments(functions) == {"a", "b"}
+
+
+def test_a_number_with_a_word_of_scale_goes_on_to_its_whole_value():
+    assert raised("a payout of 20 million USD", CALL, "20", by=2 * BIAS) == {"0", "00"}
 
 
 def test_a_later_call_goes_through_the_names_the_request_lists_where_the_call_before_gave_the_argument_one():

@@ -31,7 +31,7 @@ from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker, Judgement
 from llmproxy.backends._list_continuation import ListContinuation, ListTokens
-from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, whole_percentages
+from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, formatted_arguments, whole_percentages
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -107,14 +107,16 @@ class GrammarCheckedLlama(Llama):
             vocab = self._model.vocab
             ends = {token for token in range(self.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, token)}
             tokens = self._list_tokens[choice.separator] = ListTokens.of(self._pieces, ends, choice.separator)
-        return ListContinuation(tokens, self._pieces, choice.request, choice.continue_bias, choice.asked_functions)
+        return ListContinuation(tokens, self._pieces, choice.request, choice.continue_bias, choice.asked_functions,
+                                len(choice.functions))
 
     def _value_grounding(self, choice: GrammarChoice) -> ValueGrounding:
         """What holds a chosen call's values to its request, with this model's tokens (looked up once)."""
         if self._grounding_tokens is None:
             self._grounding_tokens = GroundingTokens.of(self._pieces)
         return ValueGrounding(self._grounding_tokens, self._pieces, choice.request, choice.grounding_bias,
-                              choice.asked_functions, whole_percentages(choice.functions))
+                              choice.asked_functions, whole_percentages(choice.functions),
+                              formatted_arguments(choice.functions))
 
     def _judge_functions(self, choice: GrammarChoice) -> Judgement:
         """The choice's function that its request is for, and how relevant it is, by a ranker loaded on first
