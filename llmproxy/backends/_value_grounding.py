@@ -180,10 +180,11 @@ class ValueGrounding:
             logits[self._closers] += self._bias / 2
             return
         elif in_value and len(self._value) >= MIN_STRING:
-            if self._key not in self._formatted and self._ends_a_part(self._value):
+            found = list(re.finditer(re.escape(self._value), self._text))  # where the request writes it
+            if self._key not in self._formatted and self._ends_a_part(self._value, found):
                 logits[self._closers] += bias
                 return
-            rests = self._string_rests(self._value)
+            rests = self._string_rests(found)
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
             logits[self._closers] -= self._bias  # an empty value
@@ -299,21 +300,21 @@ class ValueGrounding:
         return (not json.in_string and len(json.open) == _ARGUMENTS_DEPTH and json.open[-1] == "{"
                 and json.last not in "{,:" and (not self._in_number or self._number_is_whole()))
 
-    def _string_rests(self, written: str) -> list[str]:
-        """What follows ``written`` in the request's text where it appears there, where it nowhere ends a word."""
+    def _string_rests(self, found: Sequence[re.Match[str]]) -> list[str]:
+        """What follows the value written in the request's text, where it is ``found`` there, where it nowhere
+        ends a word."""
         rests = []
-        for found in re.finditer(re.escape(written), self._text):
-            rest = self._text[found.end():found.end() + _LOOK_AHEAD]
+        for match in found:
+            rest = self._text[match.end():match.end() + _LOOK_AHEAD]
             if not rest or not (rest[0].isalnum() or rest[0] in "-'"):
                 return []  # the value may be whole as it is
             rests.append(rest)
         return rests
 
-    def _ends_a_part(self, written: str) -> bool:
-        """Whether the request writes ``written`` right before a word that joins it to what follows ("the
-        Natural History Museum in London") or at a sentence's end, and nowhere as the start of a quotation (a
-        quoted title or message holds such words: 'Ticket to Ride')."""
-        found = list(re.finditer(re.escape(written), self._text))
+    def _ends_a_part(self, written: str, found: Sequence[re.Match[str]]) -> bool:
+        """Whether the request writes ``written`` (where it is ``found``) right before a word that joins it to
+        what follows ("the Natural History Museum in London") or at a sentence's end, and nowhere as the start
+        of a quotation (a quoted title or message holds such words: 'Ticket to Ride')."""
         ends = (_JOINING_WORD,) if _ABBREVIATION.search(written) else (_JOINING_WORD, _SENTENCE_END)
         return (any(end.match(self._text, match.end()) for match in found for end in ends)
                 and not any(match.start() and self._text[match.start() - 1] in _QUOTES for match in found))
