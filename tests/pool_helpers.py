@@ -220,6 +220,12 @@ def pool(server: Any, name: str = "pool") -> Pool:
     return server.app.state.service.pools[name]
 
 
-def check(server: Any, name: str = "pool") -> None:
-    """One round of the pool's background checks, now."""
-    on_loop(server, pool(server, name).check())
+def check(server: Any, name: str = "pool", *, settled: bool = True) -> None:
+    """One round of the pool's background checks, now. ``settled``: first wait until the pool has given
+    back every request the test already had answered (the client has its answer a moment before the pool
+    counts it out; a report read in that moment is taken to include it, and would count one too few)."""
+    the_pool = pool(server, name)
+    deadline = time.monotonic() + 5
+    while settled and any(member.in_flight for member in the_pool.members) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    on_loop(server, the_pool.check())
