@@ -54,11 +54,11 @@ def _isolate_from_the_developer() -> None:
 
 
 def _share_the_cores_among_workers() -> None:
-    """Each pytest-xdist worker's llama.cpp gets its share of the cores (one each with two workers on two
-    cores). llama.cpp's threads meet at a barrier after every step of the model and spin there while
-    they wait; a thread whose partner shares a core with another worker spins away its time slice, and
-    a generation ran 3-10x slower on a busy 2-core machine than on one thread. Set before llama_cpp
-    (and so OpenMP) is loaded, here and in every process a test starts."""
+    """Each pytest-xdist worker's llama.cpp gets its share of the cores, at least one (one each with three
+    workers on two cores). llama.cpp's threads meet at a barrier after every step of the model and spin
+    there while they wait; a thread whose partner shares a core with another worker spins away its time
+    slice, and a generation ran 3-10x slower on a busy 2-core machine than on one thread. Set before
+    llama_cpp (and so OpenMP) is loaded, here and in every process a test starts."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # xdist sets it before this file runs
     os.environ["OMP_THREAD_LIMIT"] = str(max(1, (os.cpu_count() or 1) // workers))
 
