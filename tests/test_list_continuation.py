@@ -16,7 +16,7 @@ from llmproxy.backends._list_continuation import ListContinuation, ListTokens, a
 PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n",
           '"a": 20', '"a": 15', '"a": 3',
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
-          '"a": [20, 10, 5]', "<|end|>"]
+          '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -182,3 +182,11 @@ def test_a_request_that_does_not_ask_for_several_gets_one_call_where_several_fun
 
 def test_a_comma_between_digits_separates_thousands_only_before_three_digits():
     assert numbers("the factorial of 5,10 and 15, of $2,000,000") == {"5", "10", "15", "2000000"}
+
+
+def test_a_date_is_a_value_of_its_own_however_a_call_writes_it():
+    # The 3, 18 and 2022 of the dates are no numbers a call must hold, nor "May" a name.
+    assert step(answer("Book a flight for May 3rd, 2022.", '"d": "2022-05-03"'), more=30.0)[COMMA] == -np.inf
+    two_dates = "Book flights for May 3rd, 2022 and May 18th, 2022."  # a list of two: the second is left
+    assert step(answer(two_dates, '"d": "2022-05-03"'), more=-30.0)[END] == -np.inf
+    assert step(answer(two_dates, '"d": "2022-05-03"', '"d": "05/18/2022"'), more=30.0)[COMMA] == -np.inf

@@ -185,3 +185,41 @@ def test_numbers_a_string_value_writes_in_reading_order_are_passed():
     request = "the derivative of 2x - 1 at 5, then of 5x at 20"
     assert raised(request, '{"name": "f", "arguments": {"s": "', "2", "x", " -", " ", "1", '",', '"b": ',
                   by=BIAS / 2) == {"5"}
+
+
+DATE_PIECES = ['{"name": "f", "arguments": {"check_in": "', ', "check_out": "', ', "city": "', "2023", "20", "2", "-",
+               "04", "-04", "-08", "Apr", "il", '"', '",', '"}']
+DATE_CALL = '{"name": "f", "arguments": {"check_in": "'
+
+
+def date_raised(request: str, *written: str) -> dict[str, float]:
+    """What the grounding changes after ``written``, where check_in and check_out take ISO dates."""
+    tokens = GroundingTokens.of(DATE_PIECES)
+    grounding = ValueGrounding(tokens, DATE_PIECES, request, BIAS,
+                               date_formats={"check_in": "%Y-%m-%d", "check_out": "%Y-%m-%d"})
+    for piece in written:
+        grounding.accept(tokens.token_of[piece])
+    logits = np.zeros(len(DATE_PIECES), dtype=np.float32)
+    grounding.adjust(logits)
+    return {DATE_PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
+
+
+def test_a_date_argument_is_written_as_the_request_dates_in_its_format():
+    request = "Is a Hilton in Paris free from 2023 April 4th to April 8th?"
+    closing = {'"': BIAS, '",': BIAS, '"}': BIAS}
+    assert date_raised(request, DATE_CALL) == {"2023": BIAS, "20": BIAS, "2": BIAS, '"': -BIAS, '",': -BIAS,
+                                                '"}': -BIAS}
+    assert date_raised(request, DATE_CALL, "2023", "-") == {"04": BIAS}  # both dates go on so
+    assert date_raised(request, DATE_CALL, "2023", "-", "04", "-04") == closing  # whole
+    # The second date argument: the date no call holds yet.
+    second = (DATE_CALL, "2023", "-", "04", "-04", '"', ', "check_out": "', "2023", "-", "04")
+    assert date_raised(request, *second) == {"-": BIAS, "-08": BIAS}
+    assert date_raised(request, *second, "-08") == closing
+
+
+def test_a_date_begun_otherwise_or_an_argument_that_takes_none_is_held_as_any_string():
+    request = "Is a Hilton in Paris free from 2023 April 4th to April 8th?"
+    assert date_raised(request, DATE_CALL, "Apr") == {"il": BIAS}  # the request's own words, as for any string
+    assert date_raised("Is a Hilton in Paris free next week?", DATE_CALL) == {'"': -BIAS, '",': -BIAS, '"}': -BIAS}
+    city = ('{"name": "f", "arguments": {"check_in": "', "2023", "-", "04", "-04", '"', ', "city": "')
+    assert "2023" not in date_raised(request, *city)

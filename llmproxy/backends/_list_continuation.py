@@ -8,19 +8,20 @@ was asked; where it goes on, it writes calls nobody asked for. So:
 
 First, the answer is one call where the request does not say it asks for several things ("respectively",
 "then", "also", "both", "the same for" ...) and either several functions are offered or it lists no names
-or numbers ("Seattle, Boston and Chicago", "5 and 10"). Of BFCL's non-live requests, 180 of the 221 of
-the first kind ask for one call (all of multiple's; the others are parallel_multiple's), and 315 of the
-339 of the second (simple_python's; the others are parallel's); the calls a small model goes on to write
-there use values the first left over ("Miami, Florida": a second call for Florida), to another function
-where it can.
+or numbers ("Seattle, Boston and Chicago", "5 and 10") and writes fewer than two dates. Of BFCL's non-live
+requests, 180 of the 221 of the first kind ask for one call (all of multiple's; the others are
+parallel_multiple's), and 319 of the 343 of the second (simple_python's; the others are parallel's); the
+calls a small model goes on to write there use values the first left over ("Miami, Florida": a second call
+for Florida), to another function where it can.
 
 Then the functions: where the request says it asks for several things and names several of the offered
 functions in its words (llmproxy.decide.asked_functions), another call follows while one of those is not
 called yet ("Find the area of a rectangle ... Also, calculate the area of a circle").
 
 Then the values. A request that asks for several calls names values for each, and calls rarely use values
-the request does not hold; so the values the request writes decide, numbers and names (runs of
-capitalised words other than a sentence's first, and quoted text) each on their own, a number counted
+the request does not hold; so the values the request writes decide, numbers, names (runs of capitalised
+words other than a sentence's first, and quoted text) and dates (llmproxy.backends._dates: however a call
+writes them; their numbers and month names are none of the others) each on their own, a number counted
 as often as the request writes it (the 1 of "5, 6 and 1, then 3, 2 and 1" twice):
 
 - the last call used values of a kind not used before, and at least as many of that kind are in no call
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmproxy.backends._dates import dates_in, without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
 
 # A comma between digits separates thousands where three digits follow it ("2,000,000"), else numbers ("5,10").
@@ -198,13 +200,16 @@ class ListContinuation:
                  functions: Collection[str] = (), offered: int = 1) -> None:
         self._tokens = tokens
         self._pieces = pieces
-        self._numbers = amounts(request)
-        self._names = names(request)
+        undated = without_dates(request)  # a date is a value of its own, not numbers and a name
+        self._dates = Counter(written_dates(request))
+        self._numbers = amounts(undated)
+        self._names = names(undated)
         self._asks_for_several = _ASKS_FOR_SEVERAL.search(request) is not None
         self._bias = bias
         self._functions = functions  # the functions the request asks a call to each of
         self._one_call = not self._asks_for_several and (offered > 1 or not (
-            listed_names(request, written_names(request)) or _LISTED_NUMBERS.search(request)))
+            listed_names(undated, written_names(undated)) or _LISTED_NUMBERS.search(undated)
+            or self._dates.total() > 1))
         self._calls: list[str] = []  # the text of each call written
         self._call = ""  # the call being written
         self._json = JSONChars()
@@ -251,10 +256,11 @@ class ListContinuation:
             return -1
         if self._asks_for_several and uncalled(self._functions, "".join(self._calls)):
             return 1
-        if not (self._numbers or self._names):
+        if not (self._numbers or self._names or self._dates):
             return 0
         kinds = ((self._numbers, lambda call: used_amounts(call, self._numbers)),
-                 (Counter(self._names), lambda call: Counter(names_in(call, self._names))))
+                 (Counter(self._names), lambda call: Counter(names_in(call, self._names))),
+                 (self._dates, lambda call: dates_in(call, list(self._dates)) & self._dates))
         for asked, used_by in kinds:
             *before, last = [used_by(call) for call in self._calls]
             earlier = sum(before, Counter())

@@ -19,6 +19,11 @@ to Ride'), nor for an argument whose schema prescribes a format ("e.g. San Franc
 A later call's function is held the same way: its name, as it is written, goes on as the name of a
 function the request asks for and no call names yet (llmproxy.decide.asked_functions), where one does.
 
+A date is held to the request's dates as the argument writes them (llmproxy.backends._dates), from its
+first character: "2023-06-20" for "Jun.20,2023" where the schema asks for YYYY-MM-DD; a date no call holds
+yet first ("from July 10, 2022 to July 20, 2022": the second date argument takes the second). Begun
+otherwise, it is held as any string.
+
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
 - a string value's first token, where it begins a name the request writes (llmproxy.backends.
@@ -57,6 +62,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmproxy.backends._dates import without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._list_continuation import (amounts, listed_names, numbers, numbers_in_order, percent_marks,
                                                   uncalled, used_amounts, written_names)
@@ -135,28 +141,31 @@ class ValueGrounding:
 
     def __init__(self, tokens: GroundingTokens, pieces: Sequence[str], request: str, bias: float,
                  functions: Sequence[str] = (), whole_percentages: Collection[str] = frozenset(),
-                 formatted: Collection[str] = frozenset()) -> None:
+                 formatted: Collection[str] = frozenset(), date_formats: Mapping[str, str] | None = None) -> None:
         self._pieces = pieces
         self._token_of = tokens.token_of
         self._separators = list(tokens.separators)
         self._text = request
-        self._in_order = numbers_in_order(request)
-        marks = percent_marks(request)
+        undated = without_dates(request)  # a date is a value of its own (held below), not numbers and a name
+        self._in_order = numbers_in_order(undated)
+        marks = percent_marks(undated)
         self._fractions = {index: f"{float(number) / 100:.12g}"  # of the percentages, by their place in reading order
                            for index, (number, percent) in enumerate(zip(self._in_order, marks)) if percent}
         self._numbers = numbers(request) | set(self._fractions.values())
         self._whole_percentages = whole_percentages
         self._formatted = formatted  # arguments whose schemas prescribe a format (formatted_arguments)
+        self._date_formats = date_formats or {}  # arguments that take a date, and its format (_dates.date_formats)
+        self._dates = written_dates(request)
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
         self._numbers_written: set[str] = set()  # the number values written so far
-        self._amounts = amounts(request)
-        names = written_names(request)
+        self._amounts = amounts(undated)
+        names = written_names(undated)
         self._names = sorted(name[:_LOOK_AHEAD] for name in names)
         self._whole_names = {name.lower() for name in names}
         written = {word.lower() for word in _SCHEMA_WORD.findall(request)}
         self._schema_words = [tokens.token_of[word] for word in _SCHEMA_WORDS
                               if word not in written and word in tokens.token_of]
-        self._listed = listed_names(request, names)
+        self._listed = listed_names(undated, names)
         self._closers = list(tokens.closers)
         self._bias = bias
         self._functions = functions  # the functions the request asks a call to each of
@@ -176,6 +185,13 @@ class ValueGrounding:
         if in_value and self._functions and len(self._json.open) == _CALL_DEPTH:
             rests = [name[len(self._value):] for name in uncalled(self._functions, self._answer)
                      if name.startswith(self._value)]
+        elif in_value and (dates := self._dates_for_value()):
+            if self._value in dates:
+                logits[self._closers] += bias
+                return
+            rests = [date[len(self._value):] for date in dates if date.startswith(self._value)]
+            if not self._value:
+                logits[self._closers] -= self._bias  # an empty value
         elif in_value and self._value.lower() in self._listed:
             logits[self._closers] += self._bias / 2
             return
@@ -240,6 +256,18 @@ class ValueGrounding:
             self._arguments[self._key] = self._value
         else:
             self._key = self._value
+
+    def _dates_for_value(self) -> list[str]:
+        """Where the value being written is an argument's that takes a date, and begins as one of the
+        request's dates does as the argument writes them: those dates, the ones no call holds yet first
+        (all, where every one is held); else none, and the value is held as any other string."""
+        date_format = self._date_formats.get(self._key)
+        if date_format is None or not self._dates or len(self._json.open) != _ARGUMENTS_DEPTH:
+            return []
+        dates = [date.strftime(date_format) for date in self._dates]
+        fitting = [date for date in dates if date.startswith(self._value)]
+        unused = [date for date in fitting if date not in self._answer[:len(self._answer) - len(self._value)]]
+        return unused or fitting
 
     def _names_go_on(self) -> bool:
         """Whether the call before this one gave the argument being written one of the request's names."""
