@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, formatted_arguments, whole_percentages
+from llmproxy.backends._value_grounding import (ArgumentKinds, GroundingTokens, ValueGrounding, formatted_arguments,
+                                                whole_percentages)
 from llmproxy.syntaxes.base import ChoosableFunction
 
 PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
@@ -21,7 +22,7 @@ BIAS = 4.0
 def raised_by(request: str, *written: str, functions: tuple[str, ...] = (),
               whole: frozenset[str] = frozenset(), formatted: frozenset[str] = frozenset()) -> dict[str, float]:
     """The pieces the grounding raises after ``written``, and by how many nats."""
-    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS, functions, whole, formatted)
+    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS, functions, ArgumentKinds(whole, formatted))
     for piece in written:
         grounding.accept(TOKENS.token_of[piece])
     logits = np.zeros(len(PIECES), dtype=np.float32)
@@ -138,6 +139,32 @@ def test_a_string_value_is_not_left_empty():
     assert raised_by("Find sushi in Boston", '{"s": "', "Los") == {}  # once begun, it may end
 
 
+EMPTY_PIECES = ['{"name": "f", "arguments": {"s":', ' "', ' ""', ' "",', ' """', '"', '",', ' [', ' []', ' [],', "]",
+                "],", "1", ' {"', '"}']
+
+
+def empty_lowered(*written: str, required: frozenset[str] = frozenset()) -> dict[str, float]:
+    tokens = GroundingTokens.of(EMPTY_PIECES)
+    grounding = ValueGrounding(tokens, EMPTY_PIECES, "Find sushi in Boston", BIAS,
+                               arguments=ArgumentKinds(required=required))
+    for piece in written:
+        grounding.accept(tokens.token_of[piece])
+    logits = np.zeros(len(EMPTY_PIECES), dtype=np.float32)
+    grounding.adjust(logits)
+    return {EMPTY_PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
+
+
+def test_a_value_is_not_left_empty_in_one_token_nor_an_array_and_a_required_one_even_less():
+    start = '{"name": "f", "arguments": {"s":'
+    whole = {' ""': -BIAS, ' "",': -BIAS, ' []': -BIAS, ' [],': -BIAS}  # ' """' is no empty value
+    assert empty_lowered(start) == whole
+    assert empty_lowered(start, required=frozenset("s")) == {piece: 2 * change for piece, change in whole.items()}
+    assert empty_lowered(start, ' [') == {**whole, "]": -BIAS, "],": -BIAS}  # an array's first item
+    assert empty_lowered(start, ' [', "1") == {}  # once it holds one, it may end
+    assert empty_lowered(start, ' "', required=frozenset("s")) == {'"': -2 * BIAS, '",': -2 * BIAS, '"}': -2 * BIAS}
+    assert empty_lowered(start, ' {"') == {}  # a key, not a value
+
+
 def test_a_string_value_that_stands_before_a_joining_word_of_the_request_is_ended_there():
     closers = {'"', '",', '"}'}
     assert raised("Flights from Los Angeles to Manila", '{"s": "', "Los", " Angeles") == closers
@@ -196,7 +223,7 @@ def date_raised(request: str, *written: str) -> dict[str, float]:
     """What the grounding changes after ``written``, where check_in and check_out take ISO dates."""
     tokens = GroundingTokens.of(DATE_PIECES)
     grounding = ValueGrounding(tokens, DATE_PIECES, request, BIAS,
-                               date_formats={"check_in": "%Y-%m-%d", "check_out": "%Y-%m-%d"})
+                               arguments=ArgumentKinds(date_formats={"check_in": "%Y-%m-%d", "check_out": "%Y-%m-%d"}))
     for piece in written:
         grounding.accept(tokens.token_of[piece])
     logits = np.zeros(len(DATE_PIECES), dtype=np.float32)

@@ -29,10 +29,9 @@ from llama_cpp import Llama, LlamaGrammar
 
 from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
-from llmproxy.backends._dates import date_formats
 from llmproxy.backends._function_ranking import FunctionRanker, Judgement
 from llmproxy.backends._list_continuation import ListContinuation, ListTokens
-from llmproxy.backends._value_grounding import GroundingTokens, ValueGrounding, formatted_arguments, whole_percentages
+from llmproxy.backends._value_grounding import ArgumentKinds, GroundingTokens, ValueGrounding
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -116,8 +115,7 @@ class GrammarCheckedLlama(Llama):
         if self._grounding_tokens is None:
             self._grounding_tokens = GroundingTokens.of(self._pieces)
         return ValueGrounding(self._grounding_tokens, self._pieces, choice.request, choice.grounding_bias,
-                              choice.asked_functions, whole_percentages(choice.functions),
-                              formatted_arguments(choice.functions), date_formats(choice.functions))
+                              choice.asked_functions, ArgumentKinds.of(choice.functions))
 
     def _judge_functions(self, choice: GrammarChoice) -> Judgement:
         """The choice's function that its request is for, and how relevant it is, by a ranker loaded on first
