@@ -15,19 +15,26 @@ PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0"
           '{"name": "f", "arguments": {"s": "', '{"name": "f", "arguments": {"t": "', "Magnus Carlsen", ".", "x",
           " -", " "]
 CALL = '{"name": "f", "arguments": {"a": '
-TOKENS = GroundingTokens.of(PIECES)
 BIAS = 4.0
+
+
+def changed_by(pieces: list[str], request: str, written: tuple[str, ...], functions: tuple[str, ...] = (),
+               arguments: ArgumentKinds | None = None) -> dict[str, float]:
+    """The pieces of a vocabulary of ``pieces`` whose logits the grounding changes after ``written``, and
+    by how many nats."""
+    tokens = GroundingTokens.of(pieces)
+    grounding = ValueGrounding(tokens, pieces, request, BIAS, functions, arguments)
+    for piece in written:
+        grounding.accept(tokens.token_of[piece])
+    logits = np.zeros(len(pieces), dtype=np.float32)
+    grounding.adjust(logits)
+    return {pieces[token]: float(logits[token]) for token in np.flatnonzero(logits)}
 
 
 def raised_by(request: str, *written: str, functions: tuple[str, ...] = (),
               whole: frozenset[str] = frozenset(), formatted: frozenset[str] = frozenset()) -> dict[str, float]:
     """The pieces the grounding raises after ``written``, and by how many nats."""
-    grounding = ValueGrounding(TOKENS, PIECES, request, BIAS, functions, ArgumentKinds(whole, formatted))
-    for piece in written:
-        grounding.accept(TOKENS.token_of[piece])
-    logits = np.zeros(len(PIECES), dtype=np.float32)
-    grounding.adjust(logits)
-    return {PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
+    return changed_by(PIECES, request, written, functions, ArgumentKinds(whole, formatted))
 
 
 def raised(request: str, *written: str, by: float = BIAS, functions: tuple[str, ...] = (),
@@ -47,7 +54,7 @@ def test_a_number_begun_as_the_requests_goes_on_as_it_does():
 
 
 def test_a_number_the_request_holds_whole_is_left_to_the_model():
-    assert raised("20 minutes, or 2000", '{"a": ', "20") == set()  # 20 itself is one of the request's
+    assert raised("5 times: 20 minutes, or 2000", '{"a": ', "20") == set()  # 20 itself is one of the request's
     assert raised("no numbers here", '{"a": ', "2") == set()
 
 
@@ -98,7 +105,7 @@ def test_a_later_calls_name_goes_on_as_a_function_the_request_asks_for_and_no_ca
 def test_the_separator_is_raised_after_a_whole_value_while_numbers_of_the_request_are_unused():
     assert raised("at 20 m/s for 5 seconds", CALL, "20", by=BIAS / 2) == {",", ", "}  # 5 is in no call yet
     assert raised("at 20 m/s for 5 seconds", CALL, "20", ", ", '"b": ', "5") == set()  # all are in
-    assert raised("at 20 m/s or 200 m/s", CALL, "20") == set()  # 20 may be whole or go on to 200
+    assert raised("at 5 m/s, 20 m/s or 200 m/s", CALL, "20") == set()  # 20 may be whole or go on to 200
     assert raised("at 20 m/s for 5 seconds", '{"a": ', "20") == set()  # not a call's arguments
 
 
@@ -117,6 +124,10 @@ def test_a_number_begun_as_the_next_in_reading_order_goes_on_as_that_one():
     assert raised("first 5, then 200, then 205", CALL, "5", ", ", '"b": ', "2", "0", by=2 * BIAS) == {"0"}
     assert raised("first 5, then 205, then 200", CALL, "5", ", ", '"b": ', "2", "0", by=2 * BIAS) == {"5"}
     assert raised("first 5, then 205, then 200", CALL, "2", "0", by=2 * BIAS) == {"0", "5"}  # 5 was next: either
+    # Where what is written is a number of the request too, but a later one: the next goes on.
+    assert raised("a principle of $2000 over 20 years", CALL, "20", by=2 * BIAS) == {"0", "00"}
+    # Where it is the next whole, though another goes on from it: it ends.
+    assert raised("over 20 years, a principle of $2000", CALL, "20") == {",", "}", ", ", " "}
 
 
 def test_a_number_every_call_repeats_does_not_move_the_next_in_reading_order():
@@ -144,14 +155,7 @@ EMPTY_PIECES = ['{"name": "f", "arguments": {"s":', ' "', ' ""', ' "",', ' """',
 
 
 def empty_lowered(*written: str, required: frozenset[str] = frozenset()) -> dict[str, float]:
-    tokens = GroundingTokens.of(EMPTY_PIECES)
-    grounding = ValueGrounding(tokens, EMPTY_PIECES, "Find sushi in Boston", BIAS,
-                               arguments=ArgumentKinds(required=required))
-    for piece in written:
-        grounding.accept(tokens.token_of[piece])
-    logits = np.zeros(len(EMPTY_PIECES), dtype=np.float32)
-    grounding.adjust(logits)
-    return {EMPTY_PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
+    return changed_by(EMPTY_PIECES, "Find sushi in Boston", written, arguments=ArgumentKinds(required=required))
 
 
 def test_a_value_is_not_left_empty_in_one_token_nor_an_array_and_a_required_one_even_less():
@@ -221,14 +225,8 @@ DATE_CALL = '{"name": "f", "arguments": {"check_in": "'
 
 def date_raised(request: str, *written: str) -> dict[str, float]:
     """What the grounding changes after ``written``, where check_in and check_out take ISO dates."""
-    tokens = GroundingTokens.of(DATE_PIECES)
-    grounding = ValueGrounding(tokens, DATE_PIECES, request, BIAS,
-                               arguments=ArgumentKinds(date_formats={"check_in": "%Y-%m-%d", "check_out": "%Y-%m-%d"}))
-    for piece in written:
-        grounding.accept(tokens.token_of[piece])
-    logits = np.zeros(len(DATE_PIECES), dtype=np.float32)
-    grounding.adjust(logits)
-    return {DATE_PIECES[token]: float(logits[token]) for token in np.flatnonzero(logits)}
+    iso = {"check_in": "%Y-%m-%d", "check_out": "%Y-%m-%d"}
+    return changed_by(DATE_PIECES, request, written, arguments=ArgumentKinds(date_formats=iso))
 
 
 def test_a_date_argument_is_written_as_the_request_dates_in_its_format():
