@@ -40,10 +40,10 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   is begun, it goes on as that number does where several of the request's go on from what is written
   (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the request (1000,
   not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that number whole though
-  others go on from it (3, not 3000, for "2500 square feet, 3 rooms" before "3000 square feet"). A percentage is guessed as the fraction it is (0.05 for 5 %), as
-  most functions take rates, except for an argument whose schema describes a percentage (and no decimal
-  or fraction): in BFCL's answers, 69 of 81 percentages are fractions for the first kind, 16 of 22 written
-  as the request does for the second;
+  others go on from it (3, not 3000, for "2500 square feet, 3 rooms" before "3000 square feet"). A
+  percentage is guessed as the fraction it is (0.05 for 5 %), as most functions take rates, except for an
+  argument whose schema describes a percentage (and no decimal or fraction): in BFCL's answers, 69 of 81
+  percentages are fractions for the first kind, 16 of 22 written as the request does for the second;
 - the end of a string value that is a whole name the request lists with others ("New York, Los Angeles
   and Tokyo"): one call each, where a small model writes the list into one value;
 - the separator after an argument's value, while numbers of the request are in none of the answer's
@@ -52,8 +52,10 @@ Three more guesses get half that (a start is a guess where a continuation is nea
 And one is lowered by twice the bias: a string value that starts as a word of JSON Schema's types
 ("string", "integer" ...) where the request does not write that word. Those words are the prompt's (each
 parameter's schema), not the user's: SmolLM2 gives an argument named ``type`` the value "string". And an
-empty string value is lowered by the bias: in the answers of the last release's BFCL run (325 cases), all
-8 calls that held one were wrong ("location": "" for "sushi ... in Boston").
+empty value - a string or an array, written whole in one token (' ""', ' [],') or closed as soon as opened -
+is lowered by the bias, by twice that for a required argument: in the answers of the last release's BFCL
+run (325 cases), all 8 calls that held one were wrong ("location": "" for "sushi ... in Boston"); in
+BFCL's non-live answers, one of 1,790 required strings may be empty, one of 242 required arrays.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ class GroundingTokens:
 
         return cls(token_of, tokens(lambda piece: piece.lstrip().startswith(",")),
                    tokens(lambda piece: piece.startswith('"') and not piece[1:].strip(_AFTER_STRING)),
-                   tokens(lambda piece: piece.lstrip().startswith(('""', "[]")) and not piece.lstrip().startswith('"""')),
+                   tokens(lambda piece: piece.lstrip().startswith(('""', "[]")) and '"""' not in piece),
                    tokens(lambda piece: piece.lstrip().startswith("]")),
                    tokens(lambda piece: bool(piece) and (piece.isspace() or piece.lstrip()[:1] in (",", "}", "]"))))
 
@@ -252,10 +254,9 @@ class ValueGrounding:
             logits[list(raised)] += bias
 
     def _lower_empty_values(self, logits: np.ndarray) -> None:
-        """Lower an argument's value that would be empty: a string or array written whole as one (' ""', '
-        []'), a string's closing quote or an array's end as its first token. By the bias, by twice that for
-        a required argument: in BFCL's non-live answers, one of 1,790 required strings may be empty, one of
-        242 required arrays."""
+        """Lower an argument's value that would be empty: a string or array written whole in one token
+        (' ""', ' []'), or a string's closing quote or an array's end as its first token. By the bias, by
+        twice that for a required argument (the module's docstring says why)."""
         json = self._json
         penalty = 2 * self._bias if self._key in self._arguments_are.required else self._bias
         if self._value_starts():
