@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -71,7 +72,9 @@ class Fake:
         self.bodies: list[Any] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
-        self.stall: tuple[int, float] | None = None  # streams set up from now on: pause before chunk i, s seconds
+        # Streams set up from now on: pause before chunk i, s seconds, or until an event is set (by a test that
+        # has read what came before: on a busy machine a fixed pause can pass before the reader reads at all).
+        self.stall: tuple[int, float | threading.Event] | None = None
 
     @property
     def url(self) -> str:
@@ -102,7 +105,11 @@ class Fake:
         def body() -> Iterable[bytes]:
             for index, chunk in enumerate(chunks):
                 if stall is not None and index == stall[0]:
-                    time.sleep(stall[1])
+                    pause = stall[1]
+                    if isinstance(pause, threading.Event):
+                        pause.wait(10)
+                    else:
+                        time.sleep(pause)
                 yield chunk
             if then_fail:
                 raise ConnectionAbortedError("fake server dies mid-stream")

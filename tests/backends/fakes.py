@@ -77,6 +77,9 @@ class ProtocolFake:
     def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         raise NotImplementedError
 
+    #: Chunks a stream sends before its first piece of text (a chat stream's role chunk).
+    chunks_before_text = 0
+
     def serve_tokenizer(self) -> None:
         """Only for backends with a tokenizer."""
         raise NotImplementedError
@@ -328,6 +331,8 @@ class LMStudioLegacyFake(LMStudioFake):
 
     def serve_completion(self, text: str, stop_word: str | None = None) -> None:
         self.fake.json(self.complete_path, self._chat(None, "stop", message=text))
+
+    chunks_before_text = 1
 
     def serve_stream(self, pieces: list[str], stop_word: str | None = None) -> None:
         chunks = [self._chat({"role": "assistant"}, None)] + [self._chat({"content": p}, None) for p in pieces]

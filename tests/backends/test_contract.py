@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import threading
 import time
 
 import pytest
@@ -248,15 +249,18 @@ def test_async_stream_sends_and_reads_the_same_as_the_sync_one(server):
     assert server.sent(first) == server.sent(second) == SENT
 
 
-def relayed(prompt: str = MEMGPT_PROMPT, params: GenerationParams = PARAMS):
-    """The stream read as the server relays it: its first delta read, every later one handed to a callback
-    sent in (``AsyncBackend.astream``), then what the stream still gives."""
+def relayed(prompt: str = MEMGPT_PROMPT, params: GenerationParams = PARAMS, first_read: threading.Event | None = None):
+    """The stream read as the server relays it: its first delta read (then ``first_read`` set), every later
+    one handed to a callback sent in (``AsyncBackend.astream``), then what the stream still gives."""
 
     async def step(backend):
         deltas = backend.astream(prompt, params)
         handed: list = []
         try:
-            read = [await anext(deltas), await deltas.asend(handed.append)]
+            read = [await anext(deltas)]
+            if first_read is not None:
+                first_read.set()
+            read.append(await deltas.asend(handed.append))
             read += [delta async for delta in deltas]
         finally:
             await deltas.aclose()
@@ -268,9 +272,11 @@ def relayed(prompt: str = MEMGPT_PROMPT, params: GenerationParams = PARAMS):
 def test_a_relayed_stream_hands_on_the_same_deltas_as_a_read_one(streaming_server):
     """Every framing (SSE, NDJSON; with or without [DONE]) relays as it reads: the same text and the same
     closing delta, the text after the first delta through the callback, the closing delta given at the end."""
-    streaming_server.fake.stall = (1, 0.2)  # the first piece alone, the rest once the relay has begun
+    first_read = threading.Event()
+    stall_at = 1 + streaming_server.chunks_before_text  # the first piece alone, the rest once it is read
+    streaming_server.fake.stall = (stall_at, first_read)
     streaming_server.serve_stream(CALL_PIECES, stop_word=STOP[1])
-    ((read, handed),) = run_async(connect(streaming_server), relayed())
+    ((read, handed),) = run_async(connect(streaming_server), relayed(first_read=first_read))
     (whole,) = run_async(connect(streaming_server), astream())
     assert handed and "".join(delta.text for delta in read[:1] + handed) == CALL_TEXT
     assert read[1:] == whole[-1:] and all(delta.finish_reason is None for delta in handed)
