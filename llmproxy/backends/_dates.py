@@ -15,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from llmproxy.common.bounded_cache import MIB, bounded_cache
 from llmproxy.syntaxes.base import ChoosableFunction
 
 ISO_DATE = "%Y-%m-%d"
@@ -67,7 +68,8 @@ def dates_in(call: str, dates: Sequence[datetime.date]) -> Counter[datetime.date
     return +held
 
 
-def _date_spans(text: str) -> list[tuple[int, int, datetime.date]]:
+@bounded_cache(MIB)  # a request's text is read for its dates by the grounding and the continuation alike
+def _date_spans(text: str) -> tuple[tuple[int, int, datetime.date], ...]:
     """Where ``text`` writes each date (``written_dates``), in order."""
     found: list[tuple[int, int, re.Match[str]]] = []
     for form in _WRITTEN:
@@ -86,7 +88,7 @@ def _date_spans(text: str) -> list[tuple[int, int, datetime.date]]:
             spans.append((start, end, datetime.date(int(year), month, int(parts["day"]))))
         except ValueError:  # no such day: not a date
             continue
-    return spans
+    return tuple(spans)
 
 
 def date_formats(functions: Sequence[ChoosableFunction]) -> Mapping[str, str]:
