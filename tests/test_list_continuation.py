@@ -154,7 +154,8 @@ def test_a_request_that_asks_for_several_goes_on_while_any_value_is_left(request
 
 @pytest.mark.parametrize(("request_text", "goes_on"), [
     ("Play some songs, then also show the charts.", True),  # g is asked for too, and not called yet
-    ("Play some songs and show the charts.", False),  # the request does not say it asks for several
+    ("Play some songs and show the charts.", True),  # a clause that begins another task
+    ("Play the songs that top the charts.", False),  # the request does not say it asks for several
 ])
 def test_a_request_that_asks_for_several_goes_on_while_a_function_it_asks_for_is_not_called(request_text, goes_on):
     continuation = ListContinuation(TOKENS, PIECES, request_text, bias=-1.0, functions=("f", "g"))
