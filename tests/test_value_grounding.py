@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from llmproxy.backends._value_grounding import (ArgumentKinds, GroundingTokens, ValueGrounding, formatted_arguments,
                                                 whole_percentages)
@@ -248,3 +249,24 @@ def test_a_date_begun_otherwise_or_an_argument_that_takes_none_is_held_as_any_st
     assert date_raised("Is a Hilton in Paris free next week?", DATE_CALL) == {'"': -BIAS, '",': -BIAS, '"}': -BIAS}
     city = ('{"name": "f", "arguments": {"check_in": "', "2023", "-", "04", "-04", '"', ', "city": "')
     assert "2023" not in date_raised(request, *city)
+
+
+BOOLEAN_PIECES = ['{"name": "f", "arguments": {"include_description": ', '{"name": "f", "arguments": {"detailed": ',
+                  " true", " false", "true", " t", " "]
+
+
+@pytest.mark.parametrize(("written", "asked"), [
+    ('{"name": "f", "arguments": {"include_description": ', True),  # the request names it
+    ('{"name": "f", "arguments": {"detailed": ', False),  # it does not
+])
+def test_a_boolean_the_request_asks_for_is_raised_to_true(written, asked):
+    arguments = ArgumentKinds(booleans=frozenset({"include_description", "detailed"}))
+    changed = changed_by(BOOLEAN_PIECES, "List the proteins, with a description of each.", (written,),
+                         arguments=arguments)
+    assert changed == ({" true": BIAS, "true": BIAS, " t": BIAS, " ": BIAS} if asked else {})
+
+
+def test_the_arguments_kinds_name_the_boolean_arguments():
+    function = ChoosableFunction("f", "", "", "", {"type": "object", "properties": {
+        "detailed": {"type": "boolean"}, "flag": {"type": ["boolean", "null"]}, "name": {"type": "string"}}})
+    assert ArgumentKinds.of([function]).booleans == {"detailed", "flag"}

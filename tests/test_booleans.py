@@ -1,0 +1,26 @@
+"""Which boolean arguments a request asks to be true (llmproxy.backends._booleans)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmproxy.backends._booleans import asked_true
+
+
+@pytest.mark.parametrize(("request_text", "argument", "asked"), [
+    ("Can you also provide a brief description of each protein?", "include_description", True),
+    ("the population of turtles, and also the species information", "species", True),
+    ("What is the inventor and year of invention of the Telephone?", "want_year", True),  # "want" only says it is a switch
+    ("Find the case with docket number 123456. Don't return full text", "full_text", False),  # negated
+    ("the forest growth, if we do not include the impact of human activities", "include_human_impact", False),
+    ("the forest growth without the human impact", "include_human_impact", False),
+    ("Find the proteins of the nucleus.", "include_description", False),  # the request does not name it
+    ("Can you include it?", "include", False),  # a switch word alone names nothing
+])
+def test_a_boolean_is_asked_true_where_the_request_names_it_and_does_not_negate_it(request_text, argument, asked):
+    assert (argument in asked_true(request_text, [argument])) is asked
+
+
+def test_only_the_arguments_named_are_asked():
+    arguments = ["include_description", "include_history", "detailed"]
+    assert asked_true("the proteins and a short description of each", arguments) == {"include_description"}
