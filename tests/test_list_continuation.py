@@ -9,14 +9,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from llmproxy.backends._list_continuation import ListContinuation, ListTokens, amounts, names, names_in, numbers, used_amounts
+from llmproxy.backends._list_continuation import (ListContinuation, ListTokens, amounts, names, names_in, number_lists,
+                                                  numbers, used_amounts)
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
 # token by token from these.
 PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", "}}", "},", "}},", ",", " ", "\n",
           '"a": 20', '"a": 15', '"a": 3',
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
-          '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', "<|end|>"]
+          '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', '"a": 12, "b": 18', '"a": 4, "b": 6',
+          *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -191,3 +193,28 @@ def test_a_date_is_a_value_of_its_own_however_a_call_writes_it():
     two_dates = "Book flights for May 3rd, 2022 and May 18th, 2022."  # a list of two: the second is left
     assert step(answer(two_dates, '"d": "2022-05-03"'), more=-30.0)[END] == -np.inf
     assert step(answer(two_dates, '"d": "2022-05-03"', '"d": "05/18/2022"'), more=30.0)[COMMA] == -np.inf
+
+
+def test_numbers_are_listed_where_only_a_unit_and_the_lists_comma_or_and_stand_between():
+    assert number_lists("for 10, 20 and 30 years, at 5%") == [{"10", "20", "30"}]
+    assert number_lists("5m, 10m and $500 and $700") == [{"5", "10", "500", "700"}]
+    assert number_lists("the factorial of 5, the factorial of 7") == []  # words between: no list
+
+
+@pytest.mark.parametrize(("values", "goes_on"), [
+    (['"a": 1000, "r": 0.05, "y": 10'], True),  # 20 and 30 of the list are in no call yet
+    (['"a": 1000, "r": 0.05, "y": 10', '"a": 1000, "r": 0.05, "y": 20'], True),
+    (['"a": 1000, "r": 0.05, "y": 10', '"a": 1000, "r": 0.05, "y": 20', '"a": 1000, "r": 0.05, "y": 30'], False),
+])
+def test_calls_go_through_a_list_of_numbers_though_they_share_the_others(values, goes_on):
+    # The first call used 1000, 5 % and 10; only 20 and 30 are left: fewer than it used, yet a list's.
+    continuation = answer("An investment of $1000 at 5% for 10, 20 and 30 years.", *values)
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)
+    assert bool(logits[COMMA] > -np.inf) == goes_on
+
+
+def test_once_each_function_asked_for_is_called_a_call_more_needs_as_many_new_values():
+    request_text = "Find the GCD of 12 and 18. Also find the LCM of 4 and 6, and then 5."
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=0.0, functions=("f", "g"))
+    written(continuation, *call('"a": 12, "b": 18'), ",", " {", '"name": "g", "arguments": ', "{", '"a": 4, "b": 6', "}}")
+    assert step(continuation, more=30.0)[COMMA] == -np.inf  # only the 5 is left, and g used two
