@@ -115,6 +115,8 @@ def test_names_are_capitalised_runs_and_quoted_text():
     assert names("What is the weather in Seattle, Boston and New York City?") == {"seattle", "boston", "new york city"}
     assert names("Find flights to Paris. I'm in Washington D.C. and use \"ATCG\".") == {"paris", "washington d.c", "atcg"}
     assert names("Calculate the area of a circle at 0°C.") == set()
+    assert names("Parks in Seattle, WA and Los Angeles, CA, and in the USA, UK") == {
+        "seattle, wa", "los angeles, ca", "usa", "uk"}  # a place and its state's code are one name
     assert names("\"Can you check if Bulbasaur can learn 'Solar Beam', and then the same for 'Surf'? Thanks.\"") == {
         "bulbasaur", "solar beam", "surf"}  # a quoted question is no name
     assert names_in('{"name": "f", "arguments": {"museum": "Louvre_Museum"}}', {"louvre museum", "paris"}) == {"louvre museum"}

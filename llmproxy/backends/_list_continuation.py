@@ -66,7 +66,7 @@ _SCALE_AFTER = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORE
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 _CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
-_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*")
+_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*(?:(?<=[a-z]), [A-Z]{{2,3}}\b)?")
 _QUOTED = re.compile(r"\"([^\"]{2,40})\"|(?<!\w)'([^']{2,40})'(?!\w)")  # a name, not a quoted question
 # Words with which a request asks for several things, and clauses that begin another task ("Additionally,
 # ...", ". And find ...", "... and book a hotel"): on BFCL's non-live requests, in 329 of the 400 that ask for
@@ -146,7 +146,8 @@ def names(text: str) -> set[str]:
 
 def written_names(text: str) -> set[str]:
     """The names written in ``text``, as written: runs of capitalised words (a sentence's first word is
-    not a name on its own: "Find" in "Find flights to Paris"; "Paris" is) and quoted text."""
+    not a name on its own: "Find" in "Find flights to Paris"; "Paris" is), with the code of a state or
+    country after a comma ("Boston, MA": a call that holds "Boston" holds it), and quoted text."""
     found = {quoted for match in _QUOTED.finditer(text) for quoted in match.groups() if quoted}
     for match in _CAPITALISED_RUN.finditer(text):
         words = match.group().rstrip(".'").split()
