@@ -270,3 +270,18 @@ def test_the_arguments_kinds_name_the_boolean_arguments():
     function = ChoosableFunction("f", "", "", "", {"type": "object", "properties": {
         "detailed": {"type": "boolean"}, "flag": {"type": ["boolean", "null"]}, "name": {"type": "string"}}})
     assert ArgumentKinds.of([function]).booleans == {"detailed", "flag"}
+
+
+KEY_PIECES = ['{"name": "f", "arguments": {"s": "', '{"name": "g", "arguments": {"s": "', "x", '"', '", "t": 1}}',
+              '"}}', ", ", ",", "}"]
+
+
+@pytest.mark.parametrize(("first_call", "second_call", "raised"), [
+    ('{"name": "f", "arguments": {"s": "', '{"name": "f", "arguments": {"s": "', True),  # t is yet to come
+    ('{"name": "f", "arguments": {"s": "', '{"name": "g", "arguments": {"s": "', False),  # another function's
+])
+def test_a_later_call_to_the_same_function_goes_on_to_the_arguments_the_last_one_gave(first_call, second_call, raised):
+    written = (first_call, "x", '", "t": 1}}', ", ", second_call, "x", '"')
+    changed = changed_by(KEY_PIECES, "Find it", written)
+    assert changed == ({", ": BIAS, ",": BIAS} if raised else {})
+    assert changed_by(KEY_PIECES, "Find it", (first_call, "x", '"}}', ", ", second_call, "x", '"')) == {}  # it gave none

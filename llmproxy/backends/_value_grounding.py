@@ -18,6 +18,10 @@ to Ride'), nor for an argument whose schema prescribes a format ("e.g. San Franc
 
 A later call's function is held the same way: its name, as it is written, goes on as the name of a
 function the request asks for and no call names yet (llmproxy.decide.asked_functions), where one does.
+And a later call to the same function as the call before goes on to the arguments that one gave: after
+each value, the separator gets the bias while the call before gave an argument this one has not yet
+(calls that go through a list share the rest: SmolLM2 wrote ``"include_description": true`` in the first
+call of three and left it out of the others).
 
 A date is held to the request's dates as the argument writes them (llmproxy.backends._dates), from its
 first character: "2023-06-20" for "Jun.20,2023" where the schema asks for YYYY-MM-DD; a date no call holds
@@ -223,8 +227,10 @@ class ValueGrounding:
         self._answer = ""  # the calls written so far
         self._call_start = 0  # where in it the call being written starts
         self._key = ""  # the argument whose value is written next, or is being written
-        self._arguments: dict[str, str] = {}  # the string arguments of the call being written, so far
+        self._arguments: dict[str, str] = {}  # the arguments of the call being written so far (strings' values)
         self._last_call: dict[str, str] = {}  # and those of the call before it
+        self._function = ""  # the function the call being written is to
+        self._last_function = ""  # and the one the call before it was to
 
     def adjust(self, logits: np.ndarray) -> None:
         self._lower_empty_values(logits)
@@ -264,6 +270,9 @@ class ValueGrounding:
             rests = [" true", "true"]
         elif self._value_starts() and self._guess():
             rests, bias = [self._guess()], self._bias / 2
+        elif self._argument_ends() and self._last_call_went_on():
+            logits[self._separators] += bias
+            return
         elif self._argument_ends() and self._amounts - used_amounts(self._answer, self._amounts):
             logits[self._separators] += self._bias / 2
             return
@@ -305,6 +314,7 @@ class ValueGrounding:
                 self._value = char
                 if char == "}" and not self._json.open:  # a call closes
                     self._last_call, self._arguments, self._call_start = self._arguments, {}, len(self._answer)
+                    self._last_function = self._function
 
     def _string_ends(self) -> None:
         """Where a string has just been written: an argument's key, or its value. The request's next numbers
@@ -313,12 +323,13 @@ class ValueGrounding:
             for number in numbers_in_order(self._value):
                 if number == self._guess():
                     self._next_number += 1
+        if len(self._json.open) == _CALL_DEPTH and self._string_is_value:
+            self._function = self._value
         if len(self._json.open) != _ARGUMENTS_DEPTH:
             return
-        if self._string_is_value:
-            self._arguments[self._key] = self._value
-        else:
+        if not self._string_is_value:
             self._key = self._value
+        self._arguments[self._key] = self._value if self._string_is_value else ""
 
     def _dates_for_value(self) -> list[str]:
         """Where the value being written is an argument's that takes a date, and begins as one of the
@@ -331,6 +342,10 @@ class ValueGrounding:
         fitting = [date for date in dates if date.startswith(self._value)]
         unused = [date for date in fitting if date not in self._answer[:len(self._answer) - len(self._value)]]
         return unused or fitting
+
+    def _last_call_went_on(self) -> bool:
+        """Whether the call before this one, to the same function, gave an argument this one has not yet."""
+        return self._function == self._last_function and not self._last_call.keys() <= self._arguments.keys()
 
     def _names_go_on(self) -> bool:
         """Whether the call before this one gave the argument being written one of the request's names."""
