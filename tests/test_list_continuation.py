@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from llmproxy.backends._list_continuation import (ListContinuation, ListTokens, amounts, names, names_in, number_lists,
+                                                  number_words,
                                                   numbers, used_amounts)
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
@@ -220,3 +221,8 @@ def test_once_each_function_asked_for_is_called_a_call_more_needs_as_many_new_va
     continuation = ListContinuation(TOKENS, PIECES, request_text, bias=0.0, functions=("f", "g"))
     written(continuation, *call('"a": 12, "b": 18'), ",", " {", '"name": "g", "arguments": ', "{", '"a": 4, "b": 6', "}}")
     assert step(continuation, more=30.0)[COMMA] == -np.inf  # only the 5 is left, and g used two
+
+
+def test_a_numbers_words_are_the_three_before_it_and_the_two_after():
+    assert number_words("John invested $5000 in the fund 5 years ago today.") == [
+        {"john", "invest"}, {"fund", "year", "ago"}]

@@ -285,3 +285,17 @@ def test_a_later_call_to_the_same_function_goes_on_to_the_arguments_the_last_one
     changed = changed_by(KEY_PIECES, "Find it", written)
     assert changed == ({", ": BIAS, ",": BIAS} if raised else {})
     assert changed_by(KEY_PIECES, "Find it", (first_call, "x", '"}}', ", ", second_call, "x", '"')) == {}  # it gave none
+
+
+WORDS_PIECES = ['{"name": "f", "arguments": {"initial": ', '{"name": "f", "arguments": {"period_in_years": ', "5", "50",
+                "500", "7", "3", "}}", ", "]
+INVESTMENTS = "John invested $5000 in a fund 5 years ago; now $7000. Then $8000 in another 3 years ago; now $12000."
+
+
+def test_a_number_is_guessed_beside_the_arguments_own_words_before_reading_order():
+    period = '{"name": "f", "arguments": {"period_in_years": '
+    assert changed_by(WORDS_PIECES, INVESTMENTS, ('{"name": "f", "arguments": {"initial": ',)) == {
+        "5": BIAS / 2, "50": BIAS / 2, "500": BIAS / 2}  # reading order: 5000 first
+    assert changed_by(WORDS_PIECES, INVESTMENTS, (period,)) == {"5": BIAS / 2}  # "5 years", not 5000
+    # a later call's: the number beside its words that no call gave it yet
+    assert changed_by(WORDS_PIECES, INVESTMENTS, (period, "5", "}}", ", ", period)) == {"3": BIAS / 2}

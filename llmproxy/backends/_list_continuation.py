@@ -56,6 +56,7 @@ import numpy as np
 
 from llmproxy.backends._dates import dates_in, without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
+from llmproxy.common.word_overlap import content_words
 
 # A comma between digits separates thousands where three digits follow it ("2,000,000"), else numbers ("5,10").
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?")
@@ -81,6 +82,9 @@ _ASKS_FOR_SEVERAL = re.compile(
     r"send|retrieve|provide)\b", re.IGNORECASE)
 _LISTED_NEXT = re.compile(r",\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+")  # what stands between two names of a list
 _LISTED_NUMBERS = re.compile(r"\d[\d.,]*\s*\w{0,12}\s*(?:,|and|&)\s*\d")  # "5 and 10", "5m, 10m"
+_WORD = re.compile(r"[A-Za-z]+")
+_CLAUSE_END = re.compile(r"[,;:!?]|\.(?!\d)")  # a number's words are its clause's
+_NEAR_CHARS = 40  # characters either side of a number that its words are read from
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)[\"'(\[]*$")
 # What stands between two numbers of a list: a unit, perhaps, then the list's comma or "and" ("10, 20 and 30
 # years", "5m, 10m", "$500 and $700").
@@ -102,6 +106,17 @@ def _digits(found: re.Match[str], text: str) -> str:
     digits = found.group().replace(",", "").lstrip("+").rstrip(".")
     scale = _SCALE_AFTER.match(text, found.end())
     return digits if scale is None else f"{float(digits) * _SCALES[scale.group(1).lower()]:.15g}"
+
+
+def number_words(text: str) -> list[frozenset[str]]:
+    """For each number ``numbers_in_order`` gives, the content words (llmproxy.common.word_overlap) of the
+    three words before it and the two after it within its clause ("5 years ago": year, ago)."""
+    found_words = []
+    for found in _NUMBER.finditer(text):
+        before = _CLAUSE_END.split(text[max(0, found.start() - _NEAR_CHARS):found.start()])[-1]
+        after = _CLAUSE_END.split(text[found.end():found.end() + _NEAR_CHARS])[0]
+        found_words.append(content_words(" ".join(_WORD.findall(before)[-3:] + _WORD.findall(after)[:2])))
+    return found_words
 
 
 def percent_marks(text: str) -> list[bool]:
