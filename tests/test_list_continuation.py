@@ -219,7 +219,8 @@ def test_calls_go_through_a_list_of_numbers_though_they_share_the_others(values,
 def test_once_each_function_asked_for_is_called_a_call_more_needs_as_many_new_values():
     request_text = "Find the GCD of 12 and 18. Also find the LCM of 4 and 6, and then 5."
     continuation = ListContinuation(TOKENS, PIECES, request_text, bias=0.0, functions=("f", "g"))
-    written(continuation, *call('"a": 12, "b": 18'), ",", " {", '"name": "g", "arguments": ', "{", '"a": 4, "b": 6', "}}")
+    written(continuation, *call('"a": 12, "b": 18'))
+    written(continuation, ",", " {", '"name": "g", "arguments": ', "{", '"a": 4, "b": 6', "}}")
     assert step(continuation, more=30.0)[COMMA] == -np.inf  # only the 5 is left, and g used two
 
 

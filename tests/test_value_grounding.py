@@ -284,7 +284,8 @@ def test_a_later_call_to_the_same_function_goes_on_to_the_arguments_the_last_one
     written = (first_call, "x", '", "t": 1}}', ", ", second_call, "x", '"')
     changed = changed_by(KEY_PIECES, "Find it", written)
     assert changed == ({", ": BIAS, ",": BIAS} if raised else {})
-    assert changed_by(KEY_PIECES, "Find it", (first_call, "x", '"}}', ", ", second_call, "x", '"')) == {}  # it gave none
+    gave_none = (first_call, "x", '"}}', ", ", second_call, "x", '"')
+    assert changed_by(KEY_PIECES, "Find it", gave_none) == {}
 
 
 WORDS_PIECES = ['{"name": "f", "arguments": {"initial": ', '{"name": "f", "arguments": {"period_in_years": ', "5", "50",

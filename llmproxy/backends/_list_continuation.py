@@ -67,7 +67,8 @@ _SCALE_AFTER = re.compile(r"\s*(thousand|million|billion|trillion)\b", re.IGNORE
 _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 _CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
-_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*(?:(?<=[a-z]), [A-Z]{{2,3}}\b)?")
+_CODE_AFTER = r"(?:(?<=[a-z]), [A-Z]{2,3}\b)?"  # a state's or country's code: "Boston, MA"
+_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*{_CODE_AFTER}")
 _QUOTED = re.compile(r"\"([^\"]{2,40})\"|(?<!\w)'([^']{2,40})'(?!\w)")  # a name, not a quoted question
 # Words with which a request asks for several things, and clauses that begin another task ("Additionally,
 # ...", ". And find ...", "... and book a hotel"): on BFCL's non-live requests, in 329 of the 400 that ask for

@@ -28,8 +28,9 @@ first character: "2023-06-20" for "Jun.20,2023" where the schema asks for YYYY-M
 yet first ("from July 10, 2022 to July 20, 2022": the second date argument takes the second). Begun
 otherwise, it is held as any string.
 
-A boolean the request asks for in its own words gets the bias on true (llmproxy.backends._booleans): ``include_description``
-for "... and a brief description of each", where SmolLM2 wrote false as often as not.
+A boolean the request asks for in its own words gets the bias on true (llmproxy.backends._booleans):
+``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
+not.
 
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
@@ -73,7 +74,7 @@ BFCL's non-live answers, one of 1,790 required strings may be empty, one of 242 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
