@@ -56,7 +56,9 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   others go on from it (3, not 3000, for "2500 square feet, 3 rooms" before "3000 square feet"). A
   percentage is guessed as the fraction it is (0.05 for 5 %), as most functions take rates, except for an
   argument whose schema describes a percentage (and no decimal or fraction): in BFCL's answers, 69 of 81
-  percentages are fractions for the first kind, 16 of 22 written as the request does for the second;
+  percentages are fractions for the first kind, 16 of 22 written as the request does for the second.
+  Such a fraction's start gets the whole bias: at half, SmolLM2 still wrote 5 for 5 % in 11 of the 14
+  such values of the last release's BFCL run where it wrote one;
 - the end of a string value that is a whole name the request lists with others ("New York, Los Angeles
   and Tokyo"): one call each, where a small model writes the list into one value;
 - the separator after an argument's value, while numbers of the request are in none of the answer's
@@ -278,7 +280,7 @@ class ValueGrounding:
         elif self._value_starts() and self._key in self._true and len(self._json.open) == _ARGUMENTS_DEPTH:
             rests = [" true", "true"]
         elif self._value_starts() and self._guess():
-            rests, bias = [self._guess()], self._bias / 2
+            rests, bias = [self._guess()], self._bias if self._guess_is_fraction() else self._bias / 2
         elif self._argument_ends() and self._last_call_went_on():
             logits[self._separators] += bias
             return
@@ -387,9 +389,11 @@ class ValueGrounding:
         place = self._guess_place()
         if place >= len(self._in_order):
             return ""
-        fraction = self._fractions.get(place)
-        whole = self._key in self._arguments_are.whole_percentages
-        return fraction if fraction and not whole else self._in_order[place]
+        return self._fractions[place] if self._guess_is_fraction() else self._in_order[place]
+
+    def _guess_is_fraction(self) -> bool:
+        """Whether the guess is a percentage of the request's, as the fraction it is."""
+        return self._guess_place() in self._fractions and self._key not in self._arguments_are.whole_percentages
 
     def _guess_place(self) -> int:
         """Where in the request's numbers the argument being written is guessed to find its value: the first
