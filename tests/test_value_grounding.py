@@ -297,6 +297,13 @@ def test_a_number_is_guessed_beside_the_arguments_own_words_before_reading_order
     period = '{"name": "f", "arguments": {"period_in_years": '
     assert changed_by(WORDS_PIECES, INVESTMENTS, ('{"name": "f", "arguments": {"initial": ',)) == {
         "5": BIAS / 2, "50": BIAS / 2, "500": BIAS / 2}  # reading order: 5000 first
-    assert changed_by(WORDS_PIECES, INVESTMENTS, (period,)) == {"5": BIAS / 2}  # "5 years", not 5000
+    assert changed_by(WORDS_PIECES, INVESTMENTS, (period,)) == {"5": BIAS}  # "5 years", not 5000
     # a later call's: the number beside its words that no call gave it yet
-    assert changed_by(WORDS_PIECES, INVESTMENTS, (period, "5", "}}", ", ", period)) == {"3": BIAS / 2}
+    assert changed_by(WORDS_PIECES, INVESTMENTS, (period, "5", "}}", ", ", period)) == {"3": BIAS}
+
+
+def test_a_number_guessed_beside_the_arguments_words_starts_with_the_whole_bias():
+    rooms = ["{\"name\": \"f\", \"arguments\": {\"rooms\": ", "{\"name\": \"f\", \"arguments\": {\"area\": ", "3", "2"]
+    request = "A house of 3 rooms and 2 floors"
+    assert changed_by(rooms, request, (rooms[0],)) == {"3": BIAS}  # "3 rooms": beside its words
+    assert changed_by(rooms, request, (rooms[1],)) == {"3": BIAS / 2}  # reading order alone
