@@ -307,3 +307,19 @@ def test_a_number_guessed_beside_the_arguments_words_starts_with_the_whole_bias(
     request = "A house of 3 rooms and 2 floors"
     assert changed_by(rooms, request, (rooms[0],)) == {"3": BIAS}  # "3 rooms": beside its words
     assert changed_by(rooms, request, (rooms[1],)) == {"3": BIAS / 2}  # reading order alone
+
+
+ASKED_PIECES = ['{"name": "f", "arguments": {"a": "x"', '{"name": "g", "arguments": {"a": "x"', ", ", "}", '"', "mode",
+                "m", "b"]
+
+
+@pytest.mark.parametrize(("call", "asked"), [
+    ('{"name": "f", "arguments": {"a": "x"', True),  # f's mode comes after a
+    ('{"name": "g", "arguments": {"a": "x"', False),  # g has no mode
+])
+def test_an_argument_the_request_asks_for_is_gone_on_to_and_named(call, asked):
+    arguments = ArgumentKinds(enums={"mode": ("transit", "driving")}, orders={"f": ("a", "b", "mode"), "g": ("a", "b")})
+    request = "Directions to Rome by transit"
+    assert changed_by(ASKED_PIECES, request, (call,), arguments=arguments) == ({", ": BIAS} if asked else {})
+    key = changed_by(ASKED_PIECES, request, (call, ", ", '"'), arguments=arguments)
+    assert key == ({"m": BIAS, "mode": BIAS} if asked else {})

@@ -28,9 +28,11 @@ first character: "2023-06-20" for "Jun.20,2023" where the schema asks for YYYY-M
 yet first ("from July 10, 2022 to July 20, 2022": the second date argument takes the second). Begun
 otherwise, it is held as any string.
 
-A boolean the request asks for in its own words gets the bias on true (llmproxy.backends._booleans):
-``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
-not.
+An argument the request asks for in its own words (llmproxy.backends._asked_arguments) is written: after
+each value, while one of the call's later arguments is asked for and not given, the separator gets the
+bias, and so does the key of the first such one as it is written; a boolean asked for gets it on true
+(``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
+not, or left it out), an enum asked for is one whose value the request writes ("by public transit").
 
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
@@ -82,7 +84,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llmproxy.backends._booleans import asked_true
+from llmproxy.backends._asked_arguments import asked_enums, asked_true
 from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._list_continuation import (amounts, listed_names, number_words, numbers, numbers_in_order,
@@ -152,13 +154,16 @@ class ArgumentKinds:
     required: frozenset[str] = frozenset()  # required by their function's schema
     date_formats: Mapping[str, str] = field(default_factory=dict)  # take a date, in this format (_dates.date_formats)
     booleans: frozenset[str] = frozenset()  # take true or false
+    enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # take (or their items take) these strings
+    orders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # each function's arguments, in order
 
     @classmethod
     def of(cls, functions: Sequence[ChoosableFunction]) -> ArgumentKinds:
         required = {name for function in functions if isinstance(function.parameters.get("required"), list)
                     for name in function.parameters["required"] if isinstance(name, str)}
         return cls(whole_percentages(functions), formatted_arguments(functions), frozenset(required),
-                   date_formats(functions), _typed(functions, "boolean"))
+                   date_formats(functions), _typed(functions, "boolean"), _enums(functions),
+                   {function.name: tuple(_properties(function)) for function in functions})
 
 
 def whole_percentages(functions: Sequence[ChoosableFunction]) -> frozenset[str]:
@@ -175,25 +180,35 @@ def formatted_arguments(functions: Sequence[ChoosableFunction]) -> frozenset[str
 
 def _typed(functions: Sequence[ChoosableFunction], type_name: str) -> frozenset[str]:
     """The arguments of ``functions`` whose schemas give them the type ``type_name`` (alone or among others)."""
-    found = set()
+    return frozenset(name for function in functions for name, schema in _properties(function).items()
+                     if schema.get("type") == type_name
+                     or (isinstance(schema.get("type"), list) and type_name in schema["type"]))
+
+
+def _enums(functions: Sequence[ChoosableFunction]) -> dict[str, tuple[str, ...]]:
+    """The string values of each argument's enum (or its items' enum), for the arguments of ``functions``
+    that have one."""
+    found = {}
     for function in functions:
-        properties = function.parameters.get("properties")
-        for name, schema in (properties.items() if isinstance(properties, dict) else ()):
-            types = schema.get("type") if isinstance(schema, dict) else None
-            if types == type_name or (isinstance(types, list) and type_name in types):
-                found.add(name)
-    return frozenset(found)
+        for name, schema in _properties(function).items():
+            items = schema.get("items")
+            enum = schema.get("enum") or (items.get("enum") if isinstance(items, dict) else None)
+            if isinstance(enum, list) and (values := tuple(value for value in enum if isinstance(value, str))):
+                found[name] = values
+    return found
+
+
+def _properties(function: ChoosableFunction) -> dict[str, dict]:
+    """The schemas of a function's arguments, by name, in order (an empty one where it is no object)."""
+    properties = function.parameters.get("properties")
+    return {name: schema if isinstance(schema, dict) else {}
+            for name, schema in (properties.items() if isinstance(properties, dict) else ())}
 
 
 def _described(functions: Sequence[ChoosableFunction], test: Callable[[str], bool]) -> frozenset[str]:
     """The arguments of ``functions`` whose names and descriptions, together, pass ``test``."""
-    found = set()
-    for function in functions:
-        properties = function.parameters.get("properties")
-        for name, schema in (properties.items() if isinstance(properties, dict) else ()):
-            if test(f"{name} {schema.get('description', '')}" if isinstance(schema, dict) else name):
-                found.add(name)
-    return frozenset(found)
+    return frozenset(name for function in functions for name, schema in _properties(function).items()
+                     if test(f"{name} {schema.get('description', '')}"))
 
 
 class ValueGrounding:
@@ -215,6 +230,7 @@ class ValueGrounding:
         self._arguments_are = arguments if arguments is not None else ArgumentKinds()
         self._dates = written_dates(request)
         self._true = asked_true(request, self._arguments_are.booleans)
+        self._asked = self._true | asked_enums(request, self._arguments_are.enums)  # arguments to write
         self._number_words = number_words(undated)  # the words around each number of ``_in_order``
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
         self._numbers_of: dict[str, set[str]] = {}  # the number values written for each argument so far
@@ -271,6 +287,8 @@ class ValueGrounding:
                 rests = self._unused_names(self._answer)
             else:
                 rests, bias = self._unused_names(self._answer[self._call_start:]), self._bias / 2
+        elif self._writes_a_key() and (ahead := self._asked_ahead()):
+            rests = [ahead[0][len(self._value):]] if ahead[0].startswith(self._value) else []
         elif self._in_number and not self._number_is_whole() and self._value == self._guess():
             logits[self._number_enders] += bias  # the next number in reading order, whole: "3 rooms", not 3000
             return
@@ -283,7 +301,7 @@ class ValueGrounding:
         elif self._value_starts() and self._guess():
             sure = self._guess_is_fraction() or self._guess_is_beside_words()
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
-        elif self._argument_ends() and self._last_call_went_on():
+        elif self._argument_ends() and (self._last_call_went_on() or self._asked_ahead()):
             logits[self._separators] += bias
             return
         elif self._argument_ends() and self._amounts - used_amounts(self._answer, self._amounts):
@@ -327,7 +345,7 @@ class ValueGrounding:
                 self._value = char
                 if char == "}" and not self._json.open:  # a call closes
                     self._last_call, self._arguments, self._call_start = self._arguments, {}, len(self._answer)
-                    self._last_function = self._function
+                    self._last_function, self._key = self._function, ""
 
     def _string_ends(self) -> None:
         """Where a string has just been written: an argument's key, or its value. The request's next numbers
@@ -355,6 +373,13 @@ class ValueGrounding:
         fitting = [date for date in dates if date.startswith(self._value)]
         unused = [date for date in fitting if date not in self._answer[:len(self._answer) - len(self._value)]]
         return unused or fitting
+
+    def _asked_ahead(self) -> list[str]:
+        """The arguments of the call's function after the last one written that the request asks for
+        (llmproxy.backends._asked_arguments) and the call has not given yet."""
+        order = self._arguments_are.orders.get(self._function, ())
+        after = order[order.index(self._key) + 1:] if self._key in order else order
+        return [name for name in after if name in self._asked and name not in self._arguments]
 
     def _last_call_went_on(self) -> bool:
         """Whether the call before this one, to the same function, gave an argument this one has not yet."""
@@ -412,6 +437,10 @@ class ValueGrounding:
         beside = [place for place, words in enumerate(self._number_words) if words & named
                   and self._in_order[place] not in self._numbers_of.get(self._key, ())]
         return beside[0] if beside else self._next_number
+
+    def _writes_a_key(self) -> bool:
+        """Whether an argument's key is being written."""
+        return self._json.in_string and not self._string_is_value and len(self._json.open) == _ARGUMENTS_DEPTH
 
     def _value_starts(self) -> bool:
         """Whether the next token starts an argument's value (or an item of one)."""

@@ -1,16 +1,16 @@
-"""Which boolean arguments a request asks to be true (llmproxy.backends._booleans)."""
+"""Which arguments a request asks for in its own words (llmproxy.backends._asked_arguments)."""
 
 from __future__ import annotations
 
 import pytest
 
-from llmproxy.backends._booleans import asked_true
+from llmproxy.backends._asked_arguments import asked_enums, asked_true
 
 
 @pytest.mark.parametrize(("request_text", "argument", "asked"), [
     ("Can you also provide a brief description of each protein?", "include_description", True),
     ("the population of turtles, and also the species information", "species", True),
-    ("What is the inventor and year of invention of the Telephone?", "want_year", True),  # "want" only says it is a switch
+    ("What is the inventor and year of invention of the Telephone?", "want_year", True),  # "want": a switch word
     ("Find the case with docket number 123456. Don't return full text", "full_text", False),  # negated
     ("the forest growth, if we do not include the impact of human activities", "include_human_impact", False),
     ("the forest growth without the human impact", "include_human_impact", False),
@@ -24,3 +24,10 @@ def test_a_boolean_is_asked_true_where_the_request_names_it_and_does_not_negate_
 def test_only_the_arguments_named_are_asked():
     arguments = ["include_description", "include_history", "detailed"]
     assert asked_true("the proteins and a short description of each", arguments) == {"include_description"}
+
+
+def test_an_argument_is_asked_where_the_request_writes_a_value_of_its_enum():
+    enums = {"mode": ("transit", "driving"), "amenities": ("Patio", "Wi_Fi"), "size": ("S", "M")}
+    assert asked_enums("Directions by public transit, somewhere with wi fi", enums) == {"mode", "amenities"}
+    assert asked_enums("Directions by transitway", enums) == set()  # a word of its own
+    assert asked_enums("Size M, please", enums) == set()  # too short to tell
