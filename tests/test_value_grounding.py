@@ -323,3 +323,16 @@ def test_an_argument_the_request_asks_for_is_gone_on_to_and_named(call, asked):
     assert changed_by(ASKED_PIECES, request, (call,), arguments=arguments) == ({", ": BIAS} if asked else {})
     key = changed_by(ASKED_PIECES, request, (call, ", ", '"'), arguments=arguments)
     assert key == ({"m": BIAS, "mode": BIAS} if asked else {})
+
+
+LIST_PIECES = ['{"name": "f", "arguments": {"a": [', "3", ", ", "-2", "1", "]", "],", "]}", "4"]
+
+
+@pytest.mark.parametrize(("items", "raised"), [
+    (("3",), {", "}),  # some of "3, -2 and 1": another item
+    (("3", ", ", "-2", ", ", "1"), {"]", "],", "]}"}),  # all of it: the array ends
+    (("4",), set()),  # of no list
+])
+def test_an_array_of_numbers_goes_through_a_list_the_request_writes_and_ends_with_it(items, raised):
+    changed = changed_by(LIST_PIECES, "coefficients 3, -2 and 1, then 4", ('{"name": "f", "arguments": {"a": [', *items))
+    assert {piece for piece, change in changed.items() if change == BIAS} == raised
