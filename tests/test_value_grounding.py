@@ -103,11 +103,20 @@ def test_a_later_calls_name_goes_on_as_a_function_the_request_asks_for_and_no_ca
     assert raised("x", '{"name": "area_rect", "arguments": {}}', ", ", '{"name": "', "area") == set()  # none asked
 
 
+ENDS = {",": BIAS, "}": BIAS, ", ": BIAS, " ": BIAS}  # of PIECES, those that end a number
+
+
+def test_a_number_the_request_writes_ends_where_it_does():
+    assert raised_by("the factorial of 5", CALL, "5") == ENDS  # 5, not 5012345678901234
+    assert raised_by("at 5 m/s, 20 m/s or 200 m/s", CALL, "20") == {}  # 20 may be whole or go on to 200
+    assert raised_by("at 20 m/s for 5 seconds", '{"a": ', "20") == {}  # not a call's arguments
+
+
 def test_the_separator_is_raised_after_a_whole_value_while_numbers_of_the_request_are_unused():
-    assert raised("at 20 m/s for 5 seconds", CALL, "20", by=BIAS / 2) == {",", ", "}  # 5 is in no call yet
-    assert raised("at 20 m/s for 5 seconds", CALL, "20", ", ", '"b": ', "5") == set()  # all are in
-    assert raised("at 5 m/s, 20 m/s or 200 m/s", CALL, "20") == set()  # 20 may be whole or go on to 200
-    assert raised("at 20 m/s for 5 seconds", '{"a": ', "20") == set()  # not a call's arguments
+    separators = {",": BIAS / 2, ", ": BIAS / 2}
+    assert raised_by("at 20 m/s for 5 seconds", CALL, "20") == ENDS | {  # 5 is in no call yet
+        piece: ENDS[piece] + raise_ for piece, raise_ in separators.items()}
+    assert raised_by("at 20 m/s for 5 seconds", CALL, "20", ", ", '"b": ', "5") == ENDS  # all are in
 
 
 def test_a_value_may_begin_the_requests_next_number_in_reading_order():
@@ -331,8 +340,8 @@ LIST_PIECES = ['{"name": "f", "arguments": {"a": [', "3", ", ", "-2", "1", "]", 
 @pytest.mark.parametrize(("items", "raised"), [
     (("3",), {", "}),  # some of "3, -2 and 1": another item
     (("3", ", ", "-2", ", ", "1"), {"]", "],", "]}"}),  # all of it: the array ends
-    (("4",), set()),  # of no list
+    (("4",), {", ", "]", "],", "]}"}),  # of no list: the number ends, but how is left to the model
 ])
 def test_an_array_of_numbers_goes_through_a_list_the_request_writes_and_ends_with_it(items, raised):
     changed = changed_by(LIST_PIECES, "coefficients 3, -2 and 1, then 4", ('{"name": "f", "arguments": {"a": [', *items))
-    assert {piece for piece, change in changed.items() if change == BIAS} == raised
+    assert {piece for piece, change in changed.items() if change == max(changed.values())} == raised

@@ -34,6 +34,9 @@ bias, and so does the key of the first such one as it is written; a boolean aske
 (``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
 not, or left it out), an enum asked for is one whose value the request writes ("by public transit").
 
+A number value that is one of the request's, whole (none of its numbers goes on from it), gets the bias
+on its end: SmolLM2 wrote 7012345678901234 for "the factorial of 7".
+
 An array of numbers goes through a list of numbers the request writes (llmproxy.backends._list_continuation.
 number_lists: "coefficients 3, -2 and 1"): after each item, while its items are some of such a list, the
 separator gets the bias, and once they are all of it, the array's end (95 of the 109 arrays of numbers in
@@ -270,6 +273,8 @@ class ValueGrounding:
 
     def adjust(self, logits: np.ndarray) -> None:
         self._lower_empty_values(logits)
+        if self._in_number and len(self._json.open) >= _ARGUMENTS_DEPTH and self._number_is_whole():
+            logits[self._number_enders] += self._bias  # the request's number, whole: 7, not 7012345678901234
         bias = self._bias
         in_value = self._json.in_string and self._string_is_value
         if in_value and self._functions and len(self._json.open) == _CALL_DEPTH:
