@@ -345,3 +345,15 @@ LIST_PIECES = ['{"name": "f", "arguments": {"a": [', "3", ", ", "-2", "1", "]", 
 def test_an_array_of_numbers_goes_through_a_list_the_request_writes_and_ends_with_it(items, raised):
     changed = changed_by(LIST_PIECES, "coefficients 3, -2 and 1, then 4", ('{"name": "f", "arguments": {"a": [', *items))
     assert {piece for piece, change in changed.items() if change == max(changed.values())} == raised
+
+
+ENUM_PIECES = ['{"name": "f", "arguments": {"amenities": ["', "P", "Patio", "W", "Wi", '"', '"]']
+
+
+def test_an_enums_value_the_request_writes_is_proposed_whole():
+    arguments = ArgumentKinds(enums={"amenities": ("Patio", "Wi-Fi")})
+    opened = '{"name": "f", "arguments": {"amenities": ["'
+    assert changed_by(ENUM_PIECES, "Sushi with a patio", (opened,), arguments=arguments) == {
+        "P": BIAS, "Patio": BIAS, '"': -BIAS, '"]': -BIAS}  # (and not empty)
+    assert changed_by(ENUM_PIECES, "Sushi with a patio", (opened, "Patio"), arguments=arguments) == {
+        '"': BIAS, '"]': BIAS}  # whole: it ends

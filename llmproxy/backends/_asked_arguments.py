@@ -43,10 +43,10 @@ def asked_true(request: str, arguments: Collection[str]) -> frozenset[str]:
     return frozenset(asked)
 
 
-def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> frozenset[str]:
-    """Which of the arguments with enums (``enums``: by name, their values) the request writes a value of,
-    in any case, an underscore as a space."""
+def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The arguments with enums (``enums``: by name, their values) that the request writes values of (in any
+    case, an underscore as a space), and those values."""
     text = request.lower()
-    return frozenset(argument for argument, values in enums.items() if any(
-        len(value) >= _MIN_ENUM_VALUE and re.search(rf"\b{re.escape(value.lower().replace('_', ' '))}\b", text)
-        for value in values))
+    asked = {argument: tuple(value for value in values if len(value) >= _MIN_ENUM_VALUE and re.search(
+        rf"\b{re.escape(value.lower().replace('_', ' '))}\b", text)) for argument, values in enums.items()}
+    return {argument: values for argument, values in asked.items() if values}

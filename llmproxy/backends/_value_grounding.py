@@ -32,7 +32,9 @@ An argument the request asks for in its own words (llmproxy.backends._asked_argu
 each value, while one of the call's later arguments is asked for and not given, the separator gets the
 bias, and so does the key of the first such one as it is written; a boolean asked for gets it on true
 (``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
-not, or left it out), an enum asked for is one whose value the request writes ("by public transit").
+not, or left it out), an enum asked for is one whose value the request writes ("by public transit"), and
+its value is that one, from the first character (SmolLM2 wrote the "Wi-Fi" its description names as the
+default for "a sushi restaurant with a patio").
 
 A number value that is one of the request's, whole (none of its numbers goes on from it), gets the bias
 on its end: SmolLM2 wrote 7012345678901234 for "the factorial of 7".
@@ -239,7 +241,8 @@ class ValueGrounding:
         self._arguments_are = arguments if arguments is not None else ArgumentKinds()
         self._dates = written_dates(request)
         self._true = asked_true(request, self._arguments_are.booleans)
-        self._asked = self._true | asked_enums(request, self._arguments_are.enums)  # arguments to write
+        self._enum_values = asked_enums(request, self._arguments_are.enums)  # the enums' values it writes
+        self._asked = self._true | self._enum_values.keys()  # arguments to write
         self._number_words = number_words(undated)  # the words around each number of ``_in_order``
         self._number_lists = number_lists(undated)
         self._array_start = 0  # where in ``_answer`` the last array opened
@@ -285,6 +288,11 @@ class ValueGrounding:
                 logits[self._closers] += bias
                 return
             rests = [date[len(self._value):] for date in dates if date.startswith(self._value)]
+        elif in_value and (values := self._enum_values.get(self._key)):
+            if self._value in values:
+                logits[self._closers] += bias
+                return
+            rests = [value[len(self._value):] for value in values if value.startswith(self._value)]
         elif in_value and self._value.lower() in self._listed:
             logits[self._closers] += self._bias / 2
             return
