@@ -242,7 +242,7 @@ class ValueGrounding:
         self._dates = written_dates(request)
         self._true = asked_true(request, self._arguments_are.booleans)
         self._enum_values = asked_enums(request, self._arguments_are.enums)  # the enums' values it writes
-        self._asked = self._true | self._enum_values.keys()  # arguments to write
+        self._asked = self._true | frozenset(self._enum_values)  # arguments to write
         self._number_words = number_words(undated)  # the words around each number of ``_in_order``
         self._number_lists = number_lists(undated)
         self._array_start = 0  # where in ``_answer`` the last array opened
