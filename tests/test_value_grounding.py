@@ -357,3 +357,15 @@ def test_an_enums_value_the_request_writes_is_proposed_whole():
         "P": BIAS, "Patio": BIAS, '"': -BIAS, '"]': -BIAS}  # (and not empty)
     assert changed_by(ENUM_PIECES, "Sushi with a patio", (opened, "Patio"), arguments=arguments) == {
         '"': BIAS, '"]': BIAS}  # whole: it ends
+
+
+@pytest.mark.parametrize(("items", "raised"), [
+    (('"Patio"',), {"]"}),  # all the request asks for: the array ends
+    (('"Wi"',), {", "}),  # not what it asks for: another item
+])
+def test_an_array_of_an_enums_values_ends_once_it_holds_those_the_request_writes(items, raised):
+    pieces = ['{"name": "f", "arguments": {"amenities": [', '"Patio"', '"Wi"', ", ", "]"]
+    arguments = ArgumentKinds(enums={"amenities": ("Patio", "Wi-Fi")})
+    changed = changed_by(pieces, "Sushi with a patio", ('{"name": "f", "arguments": {"amenities": [', *items),
+                         arguments=arguments)
+    assert {piece for piece, change in changed.items() if change == max(changed.values())} == raised

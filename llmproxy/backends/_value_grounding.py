@@ -43,7 +43,8 @@ An array of numbers goes through a list of numbers the request writes (llmproxy.
 number_lists: "coefficients 3, -2 and 1"): after each item, while its items are some of such a list, the
 separator gets the bias, and once they are all of it, the array's end (95 of the 109 arrays of numbers in
 BFCL's non-live answers are such a list, whole; SmolLM2 wrote "[0.7, 0.8, 0.9, 1.3, 2.4, ...]" for "0.7,
-0.8, and 0.9").
+0.8, and 0.9"). An array of an enum's values goes on until it holds those the request writes, and ends
+there (["Patio"] for "with a patio", where SmolLM2 went on through the enum: "Wi-Fi", "Happy Hour" ...).
 
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
@@ -124,6 +125,7 @@ _JOINING_WORD = re.compile(r"\s+(?:in|to|from|with|for|on|at|by|and|during|betwe
 _SENTENCE_END = re.compile(r"[?!]|\.(?!\S)|$")
 _ABBREVIATION = re.compile(r"(?:^|\s)\S{1,3}$|\.\S*$")
 _QUOTES = "'\"‘“"
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a JSON string's text (escapes as written)
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
 _FORMAT = re.compile(r"\bformat|\b(?:e\.g\.|such as|for example)[^.]*\w, \w", re.IGNORECASE)
 
@@ -505,9 +507,14 @@ class ValueGrounding:
                 and json.last not in "[," and (not self._in_number or self._number_is_whole()))
 
     def _list_in_array(self) -> str:
-        """Whether the numbers of the array being written are a list the request writes (``number_lists``):
-        "whole" where they are all of one, "part" where they are some of one, else ""."""
-        items = frozenset(amounts(self._answer[self._array_start:]))
+        """Whether the array being written holds what the request lists for it: "whole" where its items are
+        all the enum values the request writes for the argument (``asked_enums``), or all the numbers of a
+        list the request writes (``number_lists``); "part" where not all of those (some, for the numbers);
+        else ""."""
+        array = self._answer[self._array_start:]
+        if values := self._enum_values.get(self._key):
+            return "whole" if set(values) <= set(_STRING.findall(array)) else "part"
+        items = frozenset(amounts(array))
         lists = [listed for listed in self._number_lists if items and items <= listed]
         return "whole" if items in lists else "part" if lists else ""
 
