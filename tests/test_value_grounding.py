@@ -369,3 +369,13 @@ def test_an_array_of_an_enums_values_ends_once_it_holds_those_the_request_writes
     changed = changed_by(pieces, "Sushi with a patio", ('{"name": "f", "arguments": {"amenities": [', *items),
                          arguments=arguments)
     assert {piece for piece, change in changed.items() if change == max(changed.values())} == raised
+
+
+def test_an_enums_value_closed_with_what_follows_in_one_token_ends_the_array_once_it_holds_what_is_asked():
+    pieces = ['{"name": "f", "arguments": {"amenities": ["', "Patio", "Wi", '"', '",', '"]', '"],']
+    arguments = ArgumentKinds(enums={"amenities": ("Patio", "Wi-Fi")})
+    opened = '{"name": "f", "arguments": {"amenities": ["'
+    assert changed_by(pieces, "Sushi with a patio", (opened, "Patio"), arguments=arguments) == {
+        '"': BIAS, '"]': BIAS, '"],': BIAS}  # all it asks for: not '",'
+    assert changed_by(pieces, "Sushi with a patio and wi-fi", (opened, "Patio"), arguments=arguments) == {
+        '"': BIAS, '",': BIAS}  # Wi-Fi is yet to come

@@ -292,7 +292,7 @@ class ValueGrounding:
             rests = [date[len(self._value):] for date in dates if date.startswith(self._value)]
         elif in_value and (values := self._enum_values.get(self._key)):
             if self._value in values:
-                logits[self._closers] += bias
+                logits[self._enum_closers(values)] += bias
                 return
             rests = [value[len(self._value):] for value in values if value.startswith(self._value)]
         elif in_value and self._value.lower() in self._listed:
@@ -505,6 +505,15 @@ class ValueGrounding:
         json = self._json
         return (not json.in_string and len(json.open) > _ARGUMENTS_DEPTH and json.open[-1] == "["
                 and json.last not in "[," and (not self._in_number or self._number_is_whole()))
+
+    def _enum_closers(self, values: Sequence[str]) -> list[int]:
+        """The closers of an enum's value written whole; in an array, those that end it where it then holds
+        every value the request writes for it (``'"]'``), else those that go on (``'",'``)."""
+        if not self._json.open or self._json.open[-1] != "[":
+            return self._closers
+        held = set(_STRING.findall(self._answer[self._array_start:])) | {self._value}
+        after = "]" if set(values) <= held else ","  # what comes after the closing quote
+        return [token for token in self._closers if self._pieces[token][1:].lstrip()[:1] in ("", after)]
 
     def _list_in_array(self) -> str:
         """Whether the array being written holds what the request lists for it: "whole" where its items are
