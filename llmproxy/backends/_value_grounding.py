@@ -64,11 +64,11 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   in a later call, "3 years ago"). With the answers' values written before each, the guess is the
   answer's for 1,368 of the 1,667 number values of BFCL's non-live answers (reading order alone: 1,266);
   for 827 of the 963 where it stands beside the argument's words, so that guess gets the whole bias.
-  Once such a value
-  is begun, it goes on as that number does where several of the request's go on from what is written
-  (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the request (1000,
-  not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that number whole though
-  others go on from it (3, not 3000, for "2500 square feet, 3 rooms" before "3000 square feet"). A
+  Once such a value is begun, it goes on as that number does where several of the request's go on from
+  what is written (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the
+  request (1000, not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that
+  number whole though others go on from it (3, not 3000, for "2500 square feet, 3 rooms" before "3000
+  square feet"). A
   percentage is guessed as the fraction it is (0.05 for 5 %), as most functions take rates, except for an
   argument whose schema describes a percentage (and no decimal or fraction): in BFCL's answers, 69 of 81
   percentages are fractions for the first kind, 16 of 22 written as the request does for the second.
