@@ -325,7 +325,8 @@ class ValueGrounding:
         elif self._value_starts() and self._key in self._true and len(self._json.open) == _ARGUMENTS_DEPTH:
             rests = [" true", "true"]
         elif self._value_starts() and self._guess():
-            sure = self._guess_is_fraction() or self._guess_is_beside_words()
+            place = self._guess_place()
+            sure = self._is_fraction(place) or self._stands_beside_key(place)
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
         elif self._argument_ends() and (self._last_call_went_on() or self._asked_ahead()):
             logits[self._separators] += bias
@@ -445,25 +446,24 @@ class ValueGrounding:
         place = self._guess_place()
         if place >= len(self._in_order):
             return ""
-        return self._fractions[place] if self._guess_is_fraction() else self._in_order[place]
+        return self._fractions[place] if self._is_fraction(place) else self._in_order[place]
 
-    def _guess_is_fraction(self) -> bool:
-        """Whether the guess is a percentage of the request's, as the fraction it is."""
-        return self._guess_place() in self._fractions and self._key not in self._arguments_are.whole_percentages
+    def _is_fraction(self, place: int) -> bool:
+        """Whether the request's number at ``place`` is a percentage the argument being written takes as the
+        fraction it is."""
+        return place in self._fractions and self._key not in self._arguments_are.whole_percentages
 
-    def _guess_is_beside_words(self) -> bool:
-        """Whether the guess stands beside the argument's own words in the request."""
-        place = self._guess_place()
+    def _stands_beside_key(self, place: int) -> bool:
+        """Whether the request's number at ``place`` stands beside the words of the argument being written."""
         return place < len(self._number_words) and bool(self._number_words[place] & content_words(self._key))
 
     def _guess_place(self) -> int:
         """Where in the request's numbers the argument being written is guessed to find its value: the next
         number in reading order, unless it stands beside none of the argument's own words and another does:
         then the first of those that no call gave it yet ("5 years ago" for ``period_in_years``)."""
-        named = content_words(self._key)
-        if self._next_number < len(self._in_order) and self._number_words[self._next_number] & named:
+        if self._stands_beside_key(self._next_number):
             return self._next_number
-        beside = [place for place, words in enumerate(self._number_words) if words & named
+        beside = [place for place in range(len(self._in_order)) if self._stands_beside_key(place)
                   and self._in_order[place] not in self._numbers_of.get(self._key, ())]
         return beside[0] if beside else self._next_number
 
@@ -511,19 +511,22 @@ class ValueGrounding:
         every value the request writes for it (``'"]'``), else those that go on (``'",'``)."""
         if not self._json.open or self._json.open[-1] != "[":
             return self._closers
-        held = set(_STRING.findall(self._answer[self._array_start:])) | {self._value}
-        after = "]" if set(values) <= held else ","  # what comes after the closing quote
+        after = "]" if self._array_holds(values, self._value) else ","  # what comes after the closing quote
         return [token for token in self._closers if self._pieces[token][1:].lstrip()[:1] in ("", after)]
+
+    def _array_holds(self, values: Sequence[str], *more: str) -> bool:
+        """Whether the strings of the array being written (and ``more``, about to be) hold every one of
+        ``values``."""
+        return set(values) <= set(_STRING.findall(self._answer[self._array_start:])) | set(more)
 
     def _list_in_array(self) -> str:
         """Whether the array being written holds what the request lists for it: "whole" where its items are
         all the enum values the request writes for the argument (``asked_enums``), or all the numbers of a
         list the request writes (``number_lists``); "part" where not all of those (some, for the numbers);
         else ""."""
-        array = self._answer[self._array_start:]
         if values := self._enum_values.get(self._key):
-            return "whole" if set(values) <= set(_STRING.findall(array)) else "part"
-        items = frozenset(amounts(array))
+            return "whole" if self._array_holds(values) else "part"
+        items = frozenset(amounts(self._answer[self._array_start:]))
         lists = [listed for listed in self._number_lists if items and items <= listed]
         return "whole" if items in lists else "part" if lists else ""
 
