@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmproxy.backends._asked_arguments import asked_enums, asked_true
+from llmproxy.backends._asked_arguments import asked_enums, asked_numbers, asked_true
+from llmproxy.backends._list_continuation import number_words, worded_numbers
 
 
 @pytest.mark.parametrize(("request_text", "argument", "asked"), [
@@ -32,3 +33,14 @@ def test_an_argument_is_asked_where_the_request_writes_a_value_of_its_enum():
         "mode": ("transit",), "amenities": ("Wi_Fi",)}
     assert asked_enums("Directions by transitway", enums) == {}  # a word of its own
     assert asked_enums("Size M, please", enums) == {}  # too short to tell
+
+
+@pytest.mark.parametrize(("request_text", "asked"), [
+    ("Find a ride to Philadelphia with a maximum cost of $50", {"max_cost"}),  # "maximum cost of $50"
+    ("Get me two tickets for the concert", {"num_tickets"}),  # a number written as a word
+    ("Find a ride to Philadelphia, cheap", set()),  # no number
+    ("Find 2 rides; the cost is low", set()),  # a number, but in another clause than "cost"
+])
+def test_a_number_argument_is_asked_where_the_request_writes_a_number_beside_its_name_words(request_text, asked):
+    around = [*number_words(request_text), *(words for _, words in worded_numbers(request_text))]
+    assert asked_numbers(["max_cost", "num_tickets", "source"], around) == asked

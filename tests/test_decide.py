@@ -244,7 +244,7 @@ def test_no_user_text_among_several_functions_leaves_the_name_to_the_model():
 
 
 class _Sampler:
-    def __init__(self, text): self.text = text
+    def __init__(self, text, chain): self.text, self.chain = text, chain
     def sample(self, ctx, idx): return 0
     def close(self): pass
 
@@ -324,6 +324,44 @@ def test_the_relevance_bias_grows_past_its_floor_and_is_never_below_the_call_bia
         CALL_BIAS, RELEVANCE_WEIGHT, RELEVANCE_FLOOR)
     assert relevance_bias(choice, 0.0) == relevance_bias(choice, RELEVANCE_FLOOR) == CALL_BIAS
     assert relevance_bias(choice, RELEVANCE_FLOOR + 20) == max(CALL_BIAS, RELEVANCE_WEIGHT * 20)
+
+
+@pytest.mark.parametrize(("logits", "called"), [([9.0, 0.0], True), ([0.0, 9.0], False)])
+def test_a_chosen_call_draws_from_its_own_chain_and_the_other_outcomes_chain_is_closed(monkeypatch, logits, called):
+    class Chain:
+        def __init__(self): self.closed = 0
+        def close(self): self.closed += 1
+
+    choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
+    monkeypatch.setattr("llama_cpp.llama_get_logits_ith", lambda ctx, idx: np.array(logits, dtype=np.single))
+    monkeypatch.setattr(np.ctypeslib, "as_array", lambda raw, shape: raw)
+    answer_chain, call_chain = Chain(), Chain()
+    sampler = ChoosingSampler(choice, np.array([True, False]), answer_chain, _Sampler,
+                              lambda asked: Judgement(best=1, relevance=0.0), call_chain=call_chain)
+    sampler.sample(type("Ctx", (), {"ctx": None})())
+    drawn_from, other = (call_chain, answer_chain) if called else (answer_chain, call_chain)
+    assert sampler.called is called and sampler._sampler.chain is drawn_from
+    assert (drawn_from.closed, other.closed) == (0, 1)  # the chosen grammar's sampler owns its chain now
+    sampler.close()
+    assert other.closed == 1  # closed once
+    # One chain for both outcomes: handed on, never closed by the choice.
+    shared = Chain()
+    sampler = ChoosingSampler(choice, np.array([True, False]), shared, _Sampler,
+                              lambda asked: Judgement(best=1, relevance=0.0))
+    sampler.sample(type("Ctx", (), {"ctx": None})())
+    assert sampler._sampler.chain is shared and shared.closed == 0
+
+
+def test_a_choice_never_sampled_closes_both_chains():
+    class Chain:
+        closed = 0
+        def close(self): self.closed += 1
+
+    choice = plan(_request(), _route(ChoosingBackend())).params.choice_grammar
+    chains = Chain(), Chain()
+    ChoosingSampler(choice, np.array([True, False]), chains[0], _Sampler, lambda asked: None,
+                    call_chain=chains[1]).close()
+    assert [chain.closed for chain in chains] == [1, 1]
 
 
 def test_the_one_function_offered_needs_no_ranking():

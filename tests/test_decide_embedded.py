@@ -314,3 +314,20 @@ def test_reading_drafts_in_batches_mostly_leaves_a_greedy_answer_as_it_was(route
             answers.append((message.content, [call.function for call in message.tool_calls or ()]))
         same += answers[0] == answers[1]
     assert same >= 2
+
+
+def test_a_chosen_call_is_drawn_without_the_repetition_penalties_an_answer_keeps(monkeypatch):
+    # Its values copy what the request has just written: a penalty on repeats would turn them into others.
+    built: list[dict] = []
+    init = Llama._init_sampler
+
+    def spy(self, *args, **kwargs):
+        built.append(kwargs)
+        return init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Llama, "_init_sampler", spy)
+    penalties = {"repeat_penalty": 1.3, "presence_penalty": 0.5, "frequency_penalty": 0.5}
+    response = _ask_weather(build_route(decide="choose", settings=penalties), seed=1)
+    assert response.choices[0].message.tool_calls  # the weather question's first step leans to a call
+    drawn = [{name: kwargs[name] for name in penalties} for kwargs in built if kwargs.get("grammar") is None]
+    assert drawn == [penalties, {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}]

@@ -12,6 +12,10 @@ one, 11 of 18 are false (parallel calls ask both ways: "with and without"), too 
 An argument with an enum: one of its values written in the request ("by public transit" for ``mode``,
 "with a patio" for ``amenities``). Of the optional arguments of BFCL's non-live answers that either rule
 asks for, the answer needs 149 of 216 (SmolLM2 leaves optional arguments out), and takes the other 67.
+
+A number: the request writes a number (in digits, or a word: "two tickets") beside the argument's name
+words ("a maximum cost of $50" for ``max_cost``; llmproxy.backends._list_continuation.number_words). Of
+the optional number arguments of BFCL's non-live answers so asked, the answer needs 97 of 155.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ def asked_true(request: str, arguments: Collection[str]) -> frozenset[str]:
                               for place in places):
             asked.add(argument)
     return frozenset(asked)
+
+
+def asked_numbers(arguments: Collection[str], number_words: Sequence[frozenset[str]]) -> frozenset[str]:
+    """Which of the number ``arguments`` (by name) have name words among the words around a number of the
+    request (``number_words``: the words around each of its numbers)."""
+    return frozenset(argument for argument in arguments
+                     if any(words & content_words(argument) for words in number_words))
 
 
 def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:

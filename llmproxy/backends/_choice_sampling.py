@@ -62,15 +62,16 @@ def relevance_bias(choice: GrammarChoice, relevance: float) -> float:
 class ChoosingSampler:
     """Stands in for llama-cpp-python's ``LlamaSampler``: at the first ``sample`` it chooses the choice's
     calls or answer grammar from the raw logits, and samples under it from then on (``make`` builds the
-    sampler of a grammar's text, which takes over ``chain``, the ordinary samplers)."""
+    sampler of a grammar's text, which takes over the ordinary samplers it is given: ``chain`` for an
+    answer, ``call_chain`` for a call, where the two differ)."""
 
-    def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str], Any],
+    def __init__(self, choice: GrammarChoice, starts: np.ndarray, chain: Any, make: Callable[[str, Any], Any],
                  judge: Callable[[GrammarChoice], Judgement],
                  listing: Callable[[GrammarChoice], ListContinuation] | None = None,
-                 grounding: Callable[[GrammarChoice], ValueGrounding] | None = None) -> None:
+                 grounding: Callable[[GrammarChoice], ValueGrounding] | None = None, call_chain: Any = None) -> None:
         self._choice = choice
         self._starts = starts
-        self._chain = chain
+        self._chains = {False: chain, True: chain if call_chain is None else call_chain}  # by whether it calls
         self._make = make
         self._judge = judge  # the request's best function and its relevance (llmproxy.backends._function_ranking)
         self._judged: Judgement | None = None
@@ -86,7 +87,9 @@ class ChoosingSampler:
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, idx), shape=(len(self._starts),))
         if self._sampler is None:
             self.called = self._calls(logits)
-            self._sampler = self._make(self._chosen_grammar())
+            chain = self._chains.pop(self.called)
+            self._close_chains(keep=chain)  # the other outcome's, where it has its own
+            self._sampler = self._make(self._chosen_grammar(), chain)
             if self.called and self._choice.request and self._grounding is not None:
                 self.values = self._grounding(self._choice)
             if self.function is not None and self._choice.separator and self._listing is not None:
@@ -127,9 +130,13 @@ class ChoosingSampler:
     def close(self) -> None:
         if self._sampler is not None:
             self._sampler.close()
-        elif self._chain is not None:
-            self._chain.close()  # nothing was sampled: the chain was never handed on
-        self._chain = None
+        self._close_chains()  # those never handed on
+
+    def _close_chains(self, keep: Any = None) -> None:
+        for chain in {id(chain): chain for chain in self._chains.values()}.values():
+            if chain is not None and chain is not keep:
+                chain.close()
+        self._chains = {}
 
     def __del__(self) -> None:
         self.close()

@@ -9,7 +9,8 @@ nothing.
 
 A ``GrammarChoice`` in place of the grammar makes the first step a choice between two grammars, from
 the model's raw logits (llmproxy.backends._choice_sampling), and a call to a known function then has
-what is known of it proposed as a draft (llmproxy.backends._call_draft).
+what is known of it proposed as a draft (llmproxy.backends._call_draft). A chosen call is drawn without
+repetition penalties (``CALL_PENALTIES``), an answer in text with the settings' own.
 
 The same class hands each sampled token, with the logits it was drawn from, to ``on_sample`` when one is
 set: the embedded backend's logprobs, without llama-cpp-python's ``logits_all`` buffer (n_ctx x vocab).
@@ -32,6 +33,7 @@ from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker, Judgement
 from llmproxy.backends._list_continuation import ListContinuation, ListTokens
 from llmproxy.backends._value_grounding import ArgumentKinds, GroundingTokens, ValueGrounding
+from llmproxy.backends.base import CALL_PENALTIES
 from llmproxy.syntaxes.base import GrammarChoice
 
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)])  # llama_token_data
@@ -91,9 +93,11 @@ class GrammarCheckedLlama(Llama):
         if grammar is None:
             return chain
         if isinstance(grammar, GrammarChoice):  # passed through create_completion's grammar argument
-            sampler = ChoosingSampler(grammar, self._call_starts(grammar.triggers), chain,
-                                      lambda text: _DrawFirstSampler(chain, self._model.vocab, text, self.n_vocab()),
-                                      self._judge_functions, self._list_continuation, self._value_grounding)
+            call_chain = super()._init_sampler(*args, grammar=None, **{**kwargs, **CALL_PENALTIES})
+            sampler = ChoosingSampler(
+                grammar, self._call_starts(grammar.triggers), chain,
+                lambda text, chosen: _DrawFirstSampler(chosen, self._model.vocab, text, self.n_vocab()),
+                self._judge_functions, self._list_continuation, self._value_grounding, call_chain)
             self.draft_model = CallDraft(
                 lambda: sampler.function, self.detokenize,
                 lambda text: self.tokenize(text.encode("utf-8"), add_bos=False, special=False), self._call_style)

@@ -86,6 +86,10 @@ _LISTED_NUMBERS = re.compile(r"\d[\d.,]*\s*\w{0,12}\s*(?:,|and|&)\s*\d")  # "5 a
 _WORD = re.compile(r"[A-Za-z]+")
 _CLAUSE_END = re.compile(r"[,;:!?]|\.(?!\d)")  # a number's words are its clause's
 _NEAR_CHARS = 40  # characters either side of a number that its words are read from
+# "one" is left out: it is a pronoun as often as a number ("one of the ...").
+_NUMBER_WORDS = {word: str(value) for value, word in enumerate(
+    ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"), start=2)}
+_NUMBER_WORD = re.compile(rf"\b(?:{'|'.join(_NUMBER_WORDS)})\b", re.IGNORECASE)
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)[\"'(\[]*$")
 # What stands between two numbers of a list: a unit, perhaps, then the list's comma or "and" ("10, 20 and 30
 # years", "5m, 10m", "$500 and $700").
@@ -112,12 +116,19 @@ def _digits(found: re.Match[str], text: str) -> str:
 def number_words(text: str) -> list[frozenset[str]]:
     """For each number ``numbers_in_order`` gives, the content words (llmproxy.common.word_overlap) of the
     three words before it and the two after it within its clause ("5 years ago": year, ago)."""
-    found_words = []
-    for found in _NUMBER.finditer(text):
-        before = _CLAUSE_END.split(text[max(0, found.start() - _NEAR_CHARS):found.start()])[-1]
-        after = _CLAUSE_END.split(text[found.end():found.end() + _NEAR_CHARS])[0]
-        found_words.append(content_words(" ".join(_WORD.findall(before)[-3:] + _WORD.findall(after)[:2])))
-    return found_words
+    return [_words_around(text, found) for found in _NUMBER.finditer(text)]
+
+
+def worded_numbers(text: str) -> list[tuple[str, frozenset[str]]]:
+    """The numbers ``text`` writes as words, two to twelve ("two adults"), as digits, each with its words
+    as ``number_words`` reads them."""
+    return [(_NUMBER_WORDS[found.group().lower()], _words_around(text, found)) for found in _NUMBER_WORD.finditer(text)]
+
+
+def _words_around(text: str, found: re.Match[str]) -> frozenset[str]:
+    before = _CLAUSE_END.split(text[max(0, found.start() - _NEAR_CHARS):found.start()])[-1]
+    after = _CLAUSE_END.split(text[found.end():found.end() + _NEAR_CHARS])[0]
+    return content_words(" ".join(_WORD.findall(before)[-3:] + _WORD.findall(after)[:2]))
 
 
 def percent_marks(text: str) -> list[bool]:

@@ -5,9 +5,10 @@ The embedded model makes the choice inside its sampler, from the first step's ra
 but it reports the likeliest tokens of a step with their log probabilities (``n_probs``). So the answer
 is asked for in two requests: first one token with its likeliest alternatives (``probe``), which tell how
 likely starting a call is against the likeliest other start; then the answer under the grammar chosen
-from them (``chosen``): the calls grammar, or the grammar of text that holds no call (with a repeat
-penalty where none is set: ``TEXT_REPEAT_PENALTY``). The server keeps the prompt it read for the first
-(llama.cpp's ``cache_prompt``), so the second reads only what changed.
+from them (``chosen``): the calls grammar (with no repetition penalties: ``CALL_PENALTIES``), or the
+grammar of text that holds no call (with a repeat penalty where none is set: ``TEXT_REPEAT_PENALTY``).
+The server keeps the prompt it read for the first (llama.cpp's ``cache_prompt``), so the second reads
+only what changed.
 
 What the sampler adds on the embedded model and a server cannot give - the functions ranked by how likely
 the request reads after each (llmproxy.backends._function_ranking), values held to the request's and a
@@ -25,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from llmproxy.backends.base import Completion, GenerationParams
+from llmproxy.backends.base import CALL_PENALTIES, Completion, GenerationParams
 from llmproxy.syntaxes.base import GrammarChoice
 
 # The likeliest first tokens asked for. A call start that is not among them is taken to be as likely as the
@@ -33,8 +34,8 @@ from llmproxy.syntaxes.base import GrammarChoice
 PROBE_TOKENS = 20
 # The repeat penalty of a text answer chosen here, where nothing set one: the embedded backend's default.
 # llama-server's has been off since 2025, and SmolLM2 near temperature 0 then wrote a text answer over and
-# over to the token limit in 14 of 200 BFCL cases. Calls keep the server's: a penalty on the tokens just
-# read turns a value the request holds into another (simple_python 12/50 against 18/50 with it on calls).
+# over to the token limit in 14 of 200 BFCL cases. Calls get none (CALL_PENALTIES): a penalty on the tokens
+# just read turns a value the request holds into another (simple_python 12/50 against 18/50 with it on calls).
 TEXT_REPEAT_PENALTY = 1.1
 
 
@@ -52,7 +53,9 @@ def chosen(params: GenerationParams, probed: Completion) -> GenerationParams:
     first = probed.logprobs[0].top if probed.logprobs else ()
     grammar = chosen_grammar(choice, first)
     samplers = params.samplers
-    if grammar == choice.answer and "repeat_penalty" not in samplers:
+    if grammar != choice.answer:
+        samplers = {**samplers, **CALL_PENALTIES}
+    elif "repeat_penalty" not in samplers:
         samplers = {**samplers, "repeat_penalty": TEXT_REPEAT_PENALTY}
     return replace(params, choice_grammar=None, lazy_grammar=None, grammar=grammar, samplers=samplers)
 

@@ -19,9 +19,9 @@ to Ride'), nor for an argument whose schema prescribes a format ("e.g. San Franc
 A later call's function is held the same way: its name, as it is written, goes on as the name of a
 function the request asks for and no call names yet (llmproxy.decide.asked_functions), where one does.
 And a later call to the same function as the call before goes on to the arguments that one gave: after
-each value, the separator gets the bias while the call before gave an argument this one has not yet
-(calls that go through a list share the rest: SmolLM2 wrote ``"include_description": true`` in the first
-call of three and left it out of the others).
+each value, the separator gets the bias (and the end of the arguments is lowered by as much) while the
+call before gave an argument this one has not yet (calls that go through a list share the rest: SmolLM2
+wrote ``"include_description": true`` in the first call of three and left it out of the others).
 
 A date is held to the request's dates as the argument writes them (llmproxy.backends._dates), from its
 first character: "2023-06-20" for "Jun.20,2023" where the schema asks for YYYY-MM-DD; a date no call holds
@@ -30,14 +30,25 @@ otherwise, it is held as any string.
 
 An argument the request asks for in its own words (llmproxy.backends._asked_arguments) is written: after
 each value, while one of the call's later arguments is asked for and not given, the separator gets the
-bias, and so does the key of the first such one as it is written; a boolean asked for gets it on true
+bias (the end of the arguments is lowered by as much: drawn without a repetition penalty, SmolLM2 closed
+them against the raised separator: "Get me two tickets ..." without ``num_tickets``), and so does the key
+of the first such one as it is written; a boolean asked for gets it on true
 (``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
 not, or left it out), an enum asked for is one whose value the request writes ("by public transit"), and
 its value is that one, from the first character (SmolLM2 wrote the "Wi-Fi" its description names as the
 default for "a sushi restaurant with a patio").
 
+An array of strings ends at its first item that repeats an earlier one: its end gets twice the bias, going
+on is lowered by as much. None of the 252 arrays of strings in BFCL's answers (the live ones too) holds one
+item twice, and SmolLM2, drawn without a repetition penalty, wrote "Italian", "Italiano", "Italiano" ...
+to the token limit.
+
 A number value that is one of the request's, whole (none of its numbers goes on from it), gets the bias
-on its end: SmolLM2 wrote 7012345678901234 for "the factorial of 7".
+on its end: SmolLM2 wrote 7012345678901234 for "the factorial of 7". So does one the request writes as a
+word beside the argument's own words, where no number in digits stands beside them ("two adults": 2, where
+SmolLM2 went on to the 2023 of the request's date); its first digit gets half the bias, as a guess. Of the number
+values of BFCL's non-live answers whose argument's words stand beside such a word and beside no number
+in digits, 19 of 26 are that word's number.
 
 An array of numbers goes through a list of numbers the request writes (llmproxy.backends._list_continuation.
 number_lists: "coefficients 3, -2 and 1"): after each item, while its items are some of such a list, the
@@ -63,7 +74,11 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   argument has not had yet ("5 years ago" for ``period_in_years``, not the "$7000" that follows "$5000";
   in a later call, "3 years ago"). With the answers' values written before each, the guess is the
   answer's for 1,368 of the 1,667 number values of BFCL's non-live answers (reading order alone: 1,266);
-  for 827 of the 963 where it stands beside the argument's words, so that guess gets the whole bias.
+  for 827 of the 963 where it stands beside the argument's words, so that guess gets the whole bias; so
+  does a later call's to the same function as the call before: the calls go through the request's numbers
+  (with the answers written before each, the guess is the answer's for 144 of 261 such values that stand
+  beside none of their argument's words, where the value of the call before is for 89; drawn without a
+  repetition penalty, SmolLM2 wrote the first call's a=5, b=6, c=1 again for "5, 6 and 1 ... 3, 2 and 1").
   Once such a value is begun, it goes on as that number does where several of the request's go on from
   what is written (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the
   request (1000, not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that
@@ -78,6 +93,14 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   and Tokyo"): one call each, where a small model writes the list into one value;
 - the separator after an argument's value, while numbers of the request are in none of the answer's
   calls yet: "an acceleration of 9.8" written as the optional argument it is, not left out.
+
+A string value that goes on as another argument's value of the call goes on is lowered by the bias (its
+end, where it is that value whole), unless the request writes that value twice: of the 4,103 string and
+number values of BFCL's non-live answers, 12 repeat another of their call's. So is one that goes on as
+the function's name, from its start or from a word's. Drawn without a repetition penalty
+(llmproxy.backends.base.CALL_PENALTIES), SmolLM2 gave "variant" the "Manchester United" it had just
+given "player_name", "category" the name of the function called, and "name" "Louvre_Museum_get_hours"
+in a call to ``museum_get_hours``.
 
 And one is lowered by twice the bias: a string value that starts as a word of JSON Schema's types
 ("string", "integer" ...) where the request does not write that word. Those words are the prompt's (each
@@ -96,11 +119,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llmproxy.backends._asked_arguments import asked_enums, asked_true
+from llmproxy.backends._asked_arguments import asked_enums, asked_numbers, asked_true
 from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._list_continuation import (amounts, listed_names, number_lists, number_words, numbers,
-                                                  numbers_in_order, percent_marks, uncalled, used_amounts, written_names)
+                                                  numbers_in_order, percent_marks, uncalled, used_amounts,
+                                                  worded_numbers, written_names)
 from llmproxy.common.word_overlap import content_words
 from llmproxy.syntaxes.base import ChoosableFunction
 
@@ -125,6 +149,7 @@ _JOINING_WORD = re.compile(r"\s+(?:in|to|from|with|for|on|at|by|and|during|betwe
 _SENTENCE_END = re.compile(r"[?!]|\.(?!\S)|$")
 _ABBREVIATION = re.compile(r"(?:^|\s)\S{1,3}$|\.\S*$")
 _QUOTES = "'\"‘“"
+_WORD_BREAKS = " _-."  # where a word of a string value may begin: after these
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a JSON string's text (escapes as written)
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
 _FORMAT = re.compile(r"\bformat|\b(?:e\.g\.|such as|for example)[^.]*\w, \w", re.IGNORECASE)
@@ -141,6 +166,7 @@ class GroundingTokens:
     empties: tuple[int, ...] = ()  # the tokens that write an empty string or array whole (' ""', ' [],')
     array_closers: tuple[int, ...] = ()  # the tokens that begin with the end of an array
     number_ends: tuple[int, ...] = ()  # the tokens that end a number: whitespace, or JSON's , } ] after it
+    object_closers: tuple[int, ...] = ()  # the tokens that begin with the end of an object
 
     @classmethod
     def of(cls, pieces: Sequence[str]) -> GroundingTokens:
@@ -155,7 +181,8 @@ class GroundingTokens:
                    tokens(lambda piece: piece.startswith('"') and not piece[1:].strip(_AFTER_STRING)),
                    tokens(lambda piece: piece.lstrip().startswith(('""', "[]")) and '"""' not in piece),
                    tokens(lambda piece: piece.lstrip().startswith("]")),
-                   tokens(lambda piece: bool(piece) and (piece.isspace() or piece.lstrip()[:1] in (",", "}", "]"))))
+                   tokens(lambda piece: bool(piece) and (piece.isspace() or piece.lstrip()[:1] in (",", "}", "]"))),
+                   tokens(lambda piece: piece.lstrip().startswith("}")))
 
 
 @dataclass(frozen=True)
@@ -167,6 +194,7 @@ class ArgumentKinds:
     required: frozenset[str] = frozenset()  # required by their function's schema
     date_formats: Mapping[str, str] = field(default_factory=dict)  # take a date, in this format (_dates.date_formats)
     booleans: frozenset[str] = frozenset()  # take true or false
+    numbers: frozenset[str] = frozenset()  # take a number (an integer or not)
     enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # take (or their items take) these strings
     orders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # each function's arguments, in order
 
@@ -175,7 +203,8 @@ class ArgumentKinds:
         required = {name for function in functions if isinstance(function.parameters.get("required"), list)
                     for name in function.parameters["required"] if isinstance(name, str)}
         return cls(whole_percentages(functions), formatted_arguments(functions), frozenset(required),
-                   date_formats(functions), _typed(functions, "boolean"), _enums(functions),
+                   date_formats(functions), _typed(functions, "boolean"),
+                   _typed(functions, "integer") | _typed(functions, "number"), _enums(functions),
                    {function.name: tuple(_properties(function)) for function in functions})
 
 
@@ -244,8 +273,10 @@ class ValueGrounding:
         self._dates = written_dates(request)
         self._true = asked_true(request, self._arguments_are.booleans)
         self._enum_values = asked_enums(request, self._arguments_are.enums)  # the enums' values it writes
-        self._asked = self._true | frozenset(self._enum_values)  # arguments to write
         self._number_words = number_words(undated)  # the words around each number of ``_in_order``
+        self._worded = worded_numbers(undated)  # the numbers written as words, with the words around each
+        numbered = asked_numbers(self._arguments_are.numbers, [*self._number_words, *(w for _, w in self._worded)])
+        self._asked = self._true | frozenset(self._enum_values) | numbered  # arguments to write
         self._number_lists = number_lists(undated)
         self._array_start = 0  # where in ``_answer`` the last array opened
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
@@ -261,6 +292,7 @@ class ValueGrounding:
         self._listed = listed_names(undated, names)
         self._closers = list(tokens.closers)
         self._empties, self._array_closers = list(tokens.empties), list(tokens.array_closers)
+        self._object_closers = list(tokens.object_closers)
         self._number_enders = list(tokens.number_ends)
         self._bias = bias
         self._functions = functions  # the functions the request asks a call to each of
@@ -278,10 +310,19 @@ class ValueGrounding:
 
     def adjust(self, logits: np.ndarray) -> None:
         self._lower_empty_values(logits)
+        self._lower_repeated_values(logits)
         if self._in_number and len(self._json.open) >= _ARGUMENTS_DEPTH and self._number_is_whole():
             logits[self._number_enders] += self._bias  # the request's number, whole: 7, not 7012345678901234
         bias = self._bias
         in_value = self._json.in_string and self._string_is_value
+        if in_value and self._repeats_an_item():  # a loop has begun: the array ends here
+            logits[self._closers_then("]")] += 2 * bias
+            logits[self._closers_then(",", bare=False)] -= 2 * bias
+            return
+        if self._item_ends() and self._repeats_an_item():
+            logits[self._array_closers] += 2 * bias
+            logits[self._separators] -= 2 * bias
+            return
         if in_value and self._functions and len(self._json.open) == _CALL_DEPTH:
             rests = [name[len(self._value):] for name in uncalled(self._functions, self._answer)
                      if name.startswith(self._value)]
@@ -311,10 +352,17 @@ class ValueGrounding:
             else:
                 rests, bias = self._unused_names(self._answer[self._call_start:]), self._bias / 2
         elif self._item_ends() and (held := self._list_in_array()):
-            logits[self._array_closers if held == "whole" else self._separators] += bias
+            if held == "whole":  # it holds what the request lists for it: it ends, and going on is lowered
+                logits[self._array_closers] += bias
+                logits[self._separators] -= bias
+            else:
+                logits[self._separators] += bias
             return
         elif self._writes_a_key() and (ahead := self._asked_ahead()):
             rests = [ahead[0][len(self._value):]] if ahead[0].startswith(self._value) else []
+        elif self._in_number and self._value in self._worded_for_key():
+            logits[self._number_enders] += bias  # "two adults": 2, not the 2023 of a date the request writes
+            return
         elif self._in_number and not self._number_is_whole() and self._value == self._guess():
             logits[self._number_enders] += bias  # the next number in reading order, whole: "3 rooms", not 3000
             return
@@ -324,12 +372,15 @@ class ValueGrounding:
                 bias = 2 * self._bias
         elif self._value_starts() and self._key in self._true and len(self._json.open) == _ARGUMENTS_DEPTH:
             rests = [" true", "true"]
+        elif self._value_starts() and (worded := self._worded_for_key()):
+            rests, bias = worded[:1], self._bias / 2
         elif self._value_starts() and self._guess():
             place = self._guess_place()
-            sure = self._is_fraction(place) or self._stands_beside_key(place)
+            sure = self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
         elif self._argument_ends() and (self._last_call_went_on() or self._asked_ahead()):
             logits[self._separators] += bias
+            logits[self._object_closers] -= bias  # the arguments' end: SmolLM2 closes them against the bias alone
             return
         elif self._argument_ends() and self._amounts - used_amounts(self._answer, self._amounts):
             logits[self._separators] += self._bias / 2
@@ -352,6 +403,27 @@ class ValueGrounding:
                 logits[self._array_closers] -= penalty
         elif json.in_string and self._string_is_value and not self._value:
             logits[self._closers] -= penalty
+
+    def _lower_repeated_values(self, logits: np.ndarray) -> None:
+        """Lower a string value going on as one the call already holds goes on - another argument's value (its
+        end, where it is that value whole), unless the request writes that value twice; or the function's
+        name, from the value's start or a word's - by the bias (the module's docstring says why)."""
+        json = self._json
+        if not (json.in_string and self._string_is_value and len(json.open) >= _ARGUMENTS_DEPTH):
+            return
+        held = {value for key, value in self._arguments.items() if key != self._key and len(value) >= MIN_STRING}
+        written = self._value
+        lowered: set[int] = set()
+        for value in held - {self._function}:
+            if value.startswith(written) and self._text.lower().count(value.lower()) < 2:
+                lowered.update(self._closers if value == written else self._tokens_starting(value[len(written):]))
+        if self._function:  # its name, from the value's start or from a word's ("Louvre_Museum" + "_get_hours")
+            for start in [0, *(i + 1 for i, char in enumerate(written) if char in _WORD_BREAKS)]:
+                if (written[start:] or not start) and self._function.lower().startswith(written[start:].lower()):
+                    lowered.update(self._tokens_starting(self._function[len(written) - start:]))
+                    break
+        if lowered:
+            logits[list(lowered)] -= self._bias
 
     def accept(self, token: int) -> None:
         start = len(self._answer)
@@ -457,6 +529,14 @@ class ValueGrounding:
         """Whether the request's number at ``place`` stands beside the words of the argument being written."""
         return place < len(self._number_words) and bool(self._number_words[place] & content_words(self._key))
 
+    def _worded_for_key(self) -> list[str]:
+        """The numbers the request writes as words beside the words of the argument being written ("two
+        adults" for ``no_of_adults``), where none it writes in digits stands beside them."""
+        if any(self._stands_beside_key(place) for place in range(len(self._in_order))):
+            return []
+        key = content_words(self._key)
+        return [digits for digits, words in self._worded if words & key]
+
     def _guess_place(self) -> int:
         """Where in the request's numbers the argument being written is guessed to find its value: the next
         number in reading order, unless it stands beside none of the argument's own words and another does:
@@ -511,8 +591,24 @@ class ValueGrounding:
         every value the request writes for it (``'"]'``), else those that go on (``'",'``)."""
         if not self._json.open or self._json.open[-1] != "[":
             return self._closers
-        after = "]" if self._array_holds(values, self._value) else ","  # what comes after the closing quote
-        return [token for token in self._closers if self._pieces[token][1:].lstrip()[:1] in ("", after)]
+        return self._closers_then("]" if self._array_holds(values, self._value) else ",")
+
+    def _closers_then(self, after: str, *, bare: bool = True) -> list[int]:
+        """The closers of a string that hold nothing after the closing quote but ``after`` (or nothing at all,
+        where ``bare``)."""
+        follows = ("", after) if bare else (after,)
+        return [token for token in self._closers if self._pieces[token][1:].lstrip()[:1] in follows]
+
+    def _repeats_an_item(self) -> bool:
+        """Whether the string item being written (or the one just written, where the array's next token is
+        to come) is an earlier one of its array, whole (case aside)."""
+        json = self._json
+        if not json.open or json.open[-1] != "[" or len(json.open) <= _ARGUMENTS_DEPTH:
+            return False
+        strings = [string.lower() for string in _STRING.findall(self._answer[self._array_start:])]
+        if json.in_string and self._string_is_value:
+            return self._value.lower() in strings
+        return json.last == '"' and strings[-1:] != [] and strings[-1] in strings[:-1]
 
     def _array_holds(self, values: Sequence[str], *more: str) -> bool:
         """Whether the strings of the array being written (and ``more``, about to be) hold every one of

@@ -29,6 +29,11 @@ FinishReason = Literal["stop", "length"]
 # are written in these names, so one preset means the same on every backend.
 SAMPLERS = ("top_k", "min_p", "typical_p", "repeat_penalty", "presence_penalty", "frequency_penalty",
             "mirostat", "mirostat_tau", "mirostat_eta")
+# A call chosen under ``choose`` (llmproxy.decide) is drawn with these, whatever the settings: its values
+# copy what the request has just written, and repeat one another, where a penalty on repeats turns them
+# into others. With the embedded backend's default repeat penalty (1.1), SmolLM2's logits (40 and more)
+# lost 4 nats for a digit just written: "rate": 5, not 0.05, after "principle": 1000 for "annual rate of 5%".
+CALL_PENALTIES = MappingProxyType({"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0})
 
 
 def sampler_names(*same: str, **renamed: str) -> Mapping[str, str]:

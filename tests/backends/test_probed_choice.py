@@ -112,7 +112,12 @@ def test_a_call_is_chosen_from_the_first_tokens_and_written_under_the_calls_gram
     assert answer["prompt"] == probe["prompt"] and "grammar_lazy" not in answer
     assert accepts(answer["grammar"], CALL) and not accepts(answer["grammar"], TEXT)
     assert not accepts(answer["grammar"], f"{CALL}\n{CALL}")  # one call: a list is not followed here
-    assert "repeat_penalty" not in answer  # the server's own: a penalty on the request's words bends values
+    # No penalties on a call, whatever the settings: a penalty on the request's words bends values.
+    assert (answer["repeat_penalty"], answer["presence_penalty"], answer["frequency_penalty"]) == (1.0, 0.0, 0.0)
+    route = build_route(endpoint_type="llamacpp", endpoint=llama.url, wrapper="hermes", decide="choose",
+                        settings={"repeat_penalty": 1.3, "presence_penalty": 0.5})
+    chat_completion(_ask("Weather in Paris?"), route)
+    assert (llama.bodies[-1]["repeat_penalty"], llama.bodies[-1]["presence_penalty"]) == (1.0, 0.0)
 
 
 def test_text_is_chosen_where_the_first_tokens_lean_to_it_and_the_words_name_no_function(llama):
