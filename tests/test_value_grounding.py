@@ -63,8 +63,10 @@ def test_a_number_the_request_holds_whole_is_left_to_the_model():
 def test_a_string_cut_inside_a_word_of_the_request_goes_on_to_the_words_end():
     assert raised("Flights to Los Angeles, please", '{"s": "', "Los", " Ang") == {"eles"}
     assert raised("Flights to Los Angeles, please", '{"k": [', '"', "Los", " Ang") == {"eles"}  # an array's item
-    # Where a word of the request ends, the value may well be whole: the model goes on or stops.
-    assert raised("Flights to Los Angeles, please", '{"s": "', "Los") == set()
+    # Where a word of the request ends, the value may well be whole: the model goes on or stops; but not
+    # inside a name of several words.
+    assert raised("Flights to los angeles, please", '{"s": "', "Los") == set()
+    assert raised("Flights to Los Angeles, please", '{"s": "', "Los", by=2 * BIAS) == {" ", " Ang", " Angeles"}
     assert raised("Flights to Los Angeles, please", '{"s": "', "Los", " Angeles") == set()
 
 
@@ -185,8 +187,9 @@ def test_a_value_is_not_left_empty_in_one_token_nor_an_array_and_a_required_one_
 def test_a_string_value_that_stands_before_a_joining_word_of_the_request_is_ended_there():
     closers = {'"', '",', '"}'}
     assert raised("Flights from Los Angeles to Manila", '{"s": "', "Los", " Angeles") == closers
-    assert raised("Flights from Los Angeles to Manila", '{"s": "', "Los") == set()  # "Los" is not before one
-    assert raised("Play 'Los Angeles to Manila' again", '{"s": "', "Los", " Angeles") == set()  # a quotation
+    assert not raised_by("Flights from Los Angeles to Manila", '{"s": "', "Los").keys() & closers  # not before one
+    # A quotation: not ended there, but gone on with as the quoted name does.
+    assert raised_by("Play 'Los Angeles to Manila' again", '{"s": "', "Los", " Angeles") == {" ": 2 * BIAS}
     # An argument whose schema prescribes a format ends as the format does.
     call = '{"name": "f", "arguments": {"s": "'
     assert raised("Flights from Los Angeles to Manila", call, "Los", " Angeles") == {'"', '",', '"}'}
@@ -247,12 +250,12 @@ def test_a_date_argument_is_written_as_the_request_dates_in_its_format():
     closing = {'"': BIAS, '",': BIAS, '"}': BIAS}
     assert date_raised(request, DATE_CALL) == {"2023": BIAS, "20": BIAS, "2": BIAS, '"': -BIAS, '",': -BIAS,
                                                 '"}': -BIAS}
-    assert date_raised(request, DATE_CALL, "2023", "-") == {"04": BIAS}  # both dates go on so
+    assert date_raised(request, DATE_CALL, "2023", "-") == {"04": 2 * BIAS}  # both dates go on so; its year written
     assert date_raised(request, DATE_CALL, "2023", "-", "04", "-04") == closing  # whole
     # The second date argument: the date no call holds yet.
     second = (DATE_CALL, "2023", "-", "04", "-04", '"', ', "check_out": "', "2023", "-", "04")
     # Its own date raised, the first's lowered: a value the call holds already (the "-" both begin with, both).
-    assert date_raised(request, *second) == {"-08": BIAS, "-04": -BIAS}
+    assert date_raised(request, *second) == {"-08": 2 * BIAS, "-": 2 * BIAS - BIAS, "-04": -BIAS}
     assert date_raised(request, *second, "-08") == closing
 
 
@@ -396,7 +399,7 @@ def test_an_enums_value_closed_with_what_follows_in_one_token_ends_the_array_onc
     arguments = ArgumentKinds(enums={"amenities": ("Patio", "Wi-Fi")})
     opened = '{"name": "f", "arguments": {"amenities": ["'
     assert changed_by(pieces, "Sushi with a patio", (opened, "Patio"), arguments=arguments) == {
-        '"': BIAS, '"]': BIAS, '"],': BIAS}  # all it asks for: not '",'
+        '"': BIAS, '"]': BIAS, '"],': BIAS, '",': -BIAS}  # all it asks for: '",' lowered
     assert changed_by(pieces, "Sushi with a patio and wi-fi", (opened, "Patio"), arguments=arguments) == {
         '"': BIAS, '",': BIAS}  # Wi-Fi is yet to come
 
@@ -449,3 +452,14 @@ def test_an_array_of_strings_ends_at_its_first_item_that_repeats_an_earlier_one(
     assert changed_by(LOOP_PIECES, "Find Italian food", (*start, "Italian", "o", '"')) == {
         "]": 2 * BIAS, "]}": 2 * BIAS, ",": -2 * BIAS, ", ": -2 * BIAS}
     assert changed_by(LOOP_PIECES, "Find Italian food", start[:4]) == {}  # one item: nothing repeats
+
+
+def test_a_value_begun_as_the_first_words_of_a_long_name_goes_on_as_it_does_with_twice_the_bias():
+    pieces = ['{"name": "f", "arguments": {"team": "', "Manchester", " United", " City", "'s", '"']
+    start = pieces[0]
+    request = "What are the next five matches for Manchester United?"
+    assert changed_by(pieces, request, (start, "Manchester")) == {" United": 2 * BIAS}
+    assert changed_by(pieces, "Find Albert Einstein's theories", (
+        '{"name": "f", "arguments": {"team": "', "Manchester")) == {}  # no such name
+    assert changed_by(pieces, "Fans of Manchester City", (start, "Manchester")) == {" City": 2 * BIAS}
+    assert changed_by(pieces, "Fans of Manchester citywide", (start, "Manchester")) == {}  # no name goes on

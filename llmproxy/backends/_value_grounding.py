@@ -25,8 +25,9 @@ wrote ``"include_description": true`` in the first call of three and left it out
 
 A date is held to the request's dates as the argument writes them (llmproxy.backends._dates), from its
 first character: "2023-06-20" for "Jun.20,2023" where the schema asks for YYYY-MM-DD; a date no call holds
-yet first ("from July 10, 2022 to July 20, 2022": the second date argument takes the second). Begun
-otherwise, it is held as any string.
+yet first ("from July 10, 2022 to July 20, 2022": the second date argument takes the second), with twice
+the bias once four characters are written (SmolLM2 wrote "2023-04-8" for April 8th against the bias
+alone). Begun otherwise, it is held as any string.
 
 An argument the request asks for in its own words (llmproxy.backends._asked_arguments) is written: after
 each value, while one of the call's later arguments is asked for and not given, the separator gets the
@@ -46,9 +47,9 @@ to the token limit.
 A number value that is one of the request's, whole (none of its numbers goes on from it), gets the bias
 on its end: SmolLM2 wrote 7012345678901234 for "the factorial of 7". So does one the request writes as a
 word beside the argument's own words, where no number in digits stands beside them ("two adults": 2, where
-SmolLM2 went on to the 2023 of the request's date); its first digit gets half the bias, as a guess. Of the number
-values of BFCL's non-live answers whose argument's words stand beside such a word and beside no number
-in digits, 19 of 26 are that word's number.
+SmolLM2 went on to the 2023 of the request's date); its first digit gets half the bias, as a guess. Of
+the number values of BFCL's non-live answers whose argument's words stand beside such a word and beside
+no number in digits, 19 of 26 are that word's number.
 
 An array of numbers goes through a list of numbers the request writes (llmproxy.backends._list_continuation.
 number_lists: "coefficients 3, -2 and 1"): after each item, while its items are some of such a list, the
@@ -56,6 +57,11 @@ separator gets the bias, and once they are all of it, the array's end (95 of the
 BFCL's non-live answers are such a list, whole; SmolLM2 wrote "[0.7, 0.8, 0.9, 1.3, 2.4, ...]" for "0.7,
 0.8, and 0.9"). An array of an enum's values goes on until it holds those the request writes, and ends
 there (["Patio"] for "with a patio", where SmolLM2 went on through the enum: "Wi-Fi", "Happy Hour" ...).
+
+A string value that is the first word or words of a name of two words or more that the request writes
+("Manchester" of "Manchester United") goes on as the name does with twice the bias: SmolLM2 wrote
+"Manchester City". Of BFCL's non-live answers' string values that begin with the first word of such a
+name, 647 hold the whole name and 37 do not ("Fender" of "Fender American Professional II Stratocaster").
 
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
@@ -94,7 +100,7 @@ Three more guesses get half that (a start is a guess where a continuation is nea
 - the separator after an argument's value, while numbers of the request are in none of the answer's
   calls yet: "an acceleration of 9.8" written as the optional argument it is, not left out.
 
-A string value that goes on as another argument's value of the call goes on is lowered by the bias (its
+A string value that goes on as another of the call's argument values does is lowered by the bias (its
 end, where it is that value whole), unless the request writes that value twice: of the 4,103 string and
 number values of BFCL's non-live answers, 12 repeat another of their call's. So is one that goes on as
 the function's name, from its start or from a word's. Drawn without a repetition penalty
@@ -130,6 +136,7 @@ from llmproxy.syntaxes.base import ChoosableFunction
 
 MIN_STRING = 2  # characters of a string value before it is held to the request's text
 _SURE_DIGITS = 2  # characters of a number value, as a request's begins, past which it is held twice as hard
+_SURE_DATE = 4  # characters of a date, as one of the request's begins (its year, mostly), past which the same
 _LOOK_AHEAD = 16  # characters of the request's text after a match that tokens are looked up for
 _NUMBER_CHARS = frozenset("0123456789.-+eE")
 _CALL_DEPTH = 1  # a call's object: its one string value is the function's name
@@ -150,6 +157,7 @@ _SENTENCE_END = re.compile(r"[?!]|\.(?!\S)|$")
 _ABBREVIATION = re.compile(r"(?:^|\s)\S{1,3}$|\.\S*$")
 _QUOTES = "'\"‘“"
 _WORD_BREAKS = " _-."  # where a word of a string value may begin: after these
+_POSSESSIVE = re.compile(r"'s?$")  # "Albert Einstein's" names Albert Einstein
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a JSON string's text (escapes as written)
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
 _FORMAT = re.compile(r"\bformat|\b(?:e\.g\.|such as|for example)[^.]*\w, \w", re.IGNORECASE)
@@ -286,6 +294,7 @@ class ValueGrounding:
         names = written_names(undated)
         self._names = sorted(name[:_LOOK_AHEAD] for name in names)
         self._whole_names = {name.lower() for name in names}
+        self._long_names = [_POSSESSIVE.sub("", name) for name in names if " " in name]  # of two words or more
         written = {word.lower() for word in _SCHEMA_WORD.findall(request)}
         self._schema_words = [tokens.token_of[word] for word in _SCHEMA_WORDS
                               if word not in written and word in tokens.token_of]
@@ -331,9 +340,13 @@ class ValueGrounding:
                 logits[self._closers] += bias
                 return
             rests = [date[len(self._value):] for date in dates if date.startswith(self._value)]
+            if len(self._value) >= _SURE_DATE:
+                bias = 2 * self._bias  # "2023-04-08", not "2023-04-8"
         elif in_value and (values := self._enum_values.get(self._key)):
             if self._value in values:
                 logits[self._enum_closers(values)] += bias
+                if self._json.open[-1] == "[" and self._array_holds(values, self._value):
+                    logits[self._closers_then(",", bare=False)] -= bias  # the array ends: going on is lowered
                 return
             rests = [value[len(self._value):] for value in values if value.startswith(self._value)]
         elif in_value and self._value.lower() in self._listed:
@@ -345,6 +358,8 @@ class ValueGrounding:
                 logits[self._closers] += bias
                 return
             rests = self._string_rests(found)
+            if longer := self._long_name_rests():
+                rests, bias = longer, 2 * self._bias  # "Manchester" of "Manchester United": " United", not " City"
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
             if self._names_go_on():
@@ -405,16 +420,16 @@ class ValueGrounding:
             logits[self._closers] -= penalty
 
     def _lower_repeated_values(self, logits: np.ndarray) -> None:
-        """Lower a string value going on as one the call already holds goes on - another argument's value (its
-        end, where it is that value whole), unless the request writes that value twice; or the function's
-        name, from the value's start or a word's - by the bias (the module's docstring says why)."""
+        """Lower, by the bias, the tokens by which a string value would go on as another of the call's argument
+        values does (its end, where it is that value whole), unless the request writes that value twice; or as
+        the function's name does, from the value's start or from a word's (the module's docstring says why)."""
         json = self._json
         if not (json.in_string and self._string_is_value and len(json.open) >= _ARGUMENTS_DEPTH):
             return
         held = {value for key, value in self._arguments.items() if key != self._key and len(value) >= MIN_STRING}
         written = self._value
         lowered: set[int] = set()
-        for value in held - {self._function}:
+        for value in held:
             if value.startswith(written) and self._text.lower().count(value.lower()) < 2:
                 lowered.update(self._closers if value == written else self._tokens_starting(value[len(written):]))
         if self._function:  # its name, from the value's start or from a word's ("Louvre_Museum" + "_get_hours")
@@ -486,6 +501,13 @@ class ValueGrounding:
     def _last_call_went_on(self) -> bool:
         """Whether the call before this one, to the same function, gave an argument this one has not yet."""
         return self._function == self._last_function and not self._last_call.keys() <= self._arguments.keys()
+
+    def _long_name_rests(self) -> list[str]:
+        """The rest of each name of two words or more that the request writes whose first word or words, whole,
+        the string value written so far is."""
+        written = self._value
+        return [name[len(written):] for name in self._long_names
+                if name.startswith(written) and name[len(written):len(written) + 1] == " "]
 
     def _names_go_on(self) -> bool:
         """Whether the call before this one gave the argument being written one of the request's names."""
@@ -608,7 +630,7 @@ class ValueGrounding:
         strings = [string.lower() for string in _STRING.findall(self._answer[self._array_start:])]
         if json.in_string and self._string_is_value:
             return self._value.lower() in strings
-        return json.last == '"' and strings[-1:] != [] and strings[-1] in strings[:-1]
+        return json.last == '"' and bool(strings) and strings[-1] in strings[:-1]
 
     def _array_holds(self, values: Sequence[str], *more: str) -> bool:
         """Whether the strings of the array being written (and ``more``, about to be) hold every one of
