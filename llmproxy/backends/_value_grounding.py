@@ -271,6 +271,7 @@ class ValueGrounding:
         self._token_of = tokens.token_of
         self._separators = list(tokens.separators)
         self._text = request
+        self._lowered_text = request.lower()
         undated = without_dates(request)  # a date is a value of its own (held below), not numbers and a name
         self._in_order = numbers_in_order(undated)
         marks = percent_marks(undated)
@@ -324,13 +325,8 @@ class ValueGrounding:
             logits[self._number_enders] += self._bias  # the request's number, whole: 7, not 7012345678901234
         bias = self._bias
         in_value = self._json.in_string and self._string_is_value
-        if in_value and self._repeats_an_item():  # a loop has begun: the array ends here
-            logits[self._closers_then("]")] += 2 * bias
-            logits[self._closers_then(",", bare=False)] -= 2 * bias
-            return
-        if self._item_ends() and self._repeats_an_item():
-            logits[self._array_closers] += 2 * bias
-            logits[self._separators] -= 2 * bias
+        if (in_value or self._item_ends()) and self._repeats_an_item():  # a loop has begun: the array ends here
+            self._end_array(logits, 2 * bias)
             return
         if in_value and self._functions and len(self._json.open) == _CALL_DEPTH:
             rests = [name[len(self._value):] for name in uncalled(self._functions, self._answer)
@@ -343,10 +339,13 @@ class ValueGrounding:
             if len(self._value) >= _SURE_DATE:
                 bias = 2 * self._bias  # "2023-04-08", not "2023-04-8"
         elif in_value and (values := self._enum_values.get(self._key)):
-            if self._value in values:
-                logits[self._enum_closers(values)] += bias
-                if self._json.open[-1] == "[" and self._array_holds(values, self._value):
-                    logits[self._closers_then(",", bare=False)] -= bias  # the array ends: going on is lowered
+            if self._value in values:  # whole: it ends; in an array, so does the array where it holds them all
+                if self._json.open[-1] != "[":
+                    logits[self._closers] += bias
+                elif self._array_holds(values, self._value):
+                    self._end_array(logits, bias)
+                else:
+                    logits[self._closers_then(",")] += bias
                 return
             rests = [value[len(self._value):] for value in values if value.startswith(self._value)]
         elif in_value and self._value.lower() in self._listed:
@@ -367,9 +366,8 @@ class ValueGrounding:
             else:
                 rests, bias = self._unused_names(self._answer[self._call_start:]), self._bias / 2
         elif self._item_ends() and (held := self._list_in_array()):
-            if held == "whole":  # it holds what the request lists for it: it ends, and going on is lowered
-                logits[self._array_closers] += bias
-                logits[self._separators] -= bias
+            if held == "whole":  # it holds what the request lists for it
+                self._end_array(logits, bias)
             else:
                 logits[self._separators] += bias
             return
@@ -430,7 +428,7 @@ class ValueGrounding:
         written = self._value
         lowered: set[int] = set()
         for value in held:
-            if value.startswith(written) and self._text.lower().count(value.lower()) < 2:
+            if value.startswith(written) and self._lowered_text.count(value.lower()) < 2:
                 lowered.update(self._closers if value == written else self._tokens_starting(value[len(written):]))
         if self._function:  # its name, from the value's start or from a word's ("Louvre_Museum" + "_get_hours")
             for start in [0, *(i + 1 for i, char in enumerate(written) if char in _WORD_BREAKS)]:
@@ -608,12 +606,16 @@ class ValueGrounding:
         return (not json.in_string and len(json.open) > _ARGUMENTS_DEPTH and json.open[-1] == "["
                 and json.last not in "[," and (not self._in_number or self._number_is_whole()))
 
-    def _enum_closers(self, values: Sequence[str]) -> list[int]:
-        """The closers of an enum's value written whole; in an array, those that end it where it then holds
-        every value the request writes for it (``'"]'``), else those that go on (``'",'``)."""
-        if not self._json.open or self._json.open[-1] != "[":
-            return self._closers
-        return self._closers_then("]" if self._array_holds(values, self._value) else ",")
+    def _end_array(self, logits: np.ndarray, bias: float) -> None:
+        """Raise the end of the array being written by ``bias`` and lower going on by as much: after its item,
+        the array's closing bracket against the separator; inside a string item, the closing quote alone or
+        with the bracket (``'"]'``) against the quote with the separator (``'",'``)."""
+        if self._json.in_string:
+            ends, goes_on = self._closers_then("]"), self._closers_then(",", bare=False)
+        else:
+            ends, goes_on = self._array_closers, self._separators
+        logits[ends] += bias
+        logits[goes_on] -= bias
 
     def _closers_then(self, after: str, *, bare: bool = True) -> list[int]:
         """The closers of a string that hold nothing after the closing quote but ``after`` (or nothing at all,
