@@ -14,7 +14,7 @@ from grammar_walk import accepts, sample
 
 from llmproxy.backends.embedded import EmbeddedBackend
 from llmproxy.errors import ConfigurationError, GrammarError
-from llmproxy.grammar import grammar_names, load_grammar, validate_grammar
+from llmproxy.grammar import grammar_names, load_grammar, schema_grammar, validate_grammar
 from llmproxy.syntaxes.memgpt import MemGPTSyntax
 from llmproxy.types import FunctionDefinition
 
@@ -89,6 +89,22 @@ def test_json_grammar():
         assert accepts(text, json.dumps(doc, indent=2, ensure_ascii=False))
     for bad in ["[1, 2]", '"text"', '{"a": 1,}', "{'a': 1}", '{"a": 01}', "{} {}"]:
         assert not accepts(text, bad)
+
+
+@pytest.mark.parametrize("grammar", ["json file", "schema"])
+def test_whitespace_that_lets_a_list_end_lets_an_element_begin(grammar):
+    """Whitespace may not follow whitespace inside brackets: where it could ("[" ws, then the ws before
+    "]" once the optional elements were skipped), a model that wandered in whitespace could only close
+    the array or object it had opened, empty."""
+    schema = {"type": "object", "required": ["floors"], "properties": {
+        "floors": {"type": "array", "items": {"type": "integer"}},
+        "size": {"type": "object", "properties": {"w": {"type": "integer"}}}}}
+    text = load_grammar("json") if grammar == "json file" else schema_grammar(schema)
+    for space in ["", " ", "\n  ", "\n  \n  ", "  ", "\n\t \n"]:
+        ended = accepts(text, f'{{"floors": [{space}], "size": {{{space}}}}}')
+        assert accepts(text, f'{{"floors": [{space}2], "size": {{{space}}}}}') == ended
+        assert accepts(text, f'{{"floors": [{space}], "size": {{{space}"w": 1}}}}') == ended
+    assert accepts(text, '{\n  "floors": [\n    2,\n    3\n  ],\n  "size": {\n    "w": 1\n  }\n}')
 
 
 # --- constrained generation on the real model ------------------------------------------------

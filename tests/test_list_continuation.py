@@ -9,9 +9,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from llmproxy.backends._list_continuation import (ListContinuation, ListTokens, amounts, names, names_in, number_lists,
-                                                  number_words,
-                                                  numbers, used_amounts)
+from llmproxy.backends._list_continuation import (ListContinuation, ListTokens, amounts, counted_steps, names,
+                                                  names_in, number_lists, number_words, numbers, used_amounts)
 
 # A vocabulary of whole pieces (the last is an end-of-generation token): each answer below is written
 # token by token from these.
@@ -19,7 +18,8 @@ PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", 
           '"a": 20', '"a": 15', '"a": 3',
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
           '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', '"a": 12, "b": 18', '"a": 4, "b": 6',
-          *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), "<|end|>"]
+          *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), '"s": "copper"', '"s": "aluminum"',
+          '"s": "copper", "t": "Boston"', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -116,6 +116,8 @@ def test_names_are_capitalised_runs_and_quoted_text():
     assert names("What is the weather in Seattle, Boston and New York City?") == {"seattle", "boston", "new york city"}
     assert names("Find flights to Paris. I'm in Washington D.C. and use \"ATCG\".") == {"paris", "washington d.c", "atcg"}
     assert names("Calculate the area of a circle at 0°C.") == set()
+    assert names("Concerts in Berlin and Paris next Friday, or on Saturday Night") == {
+        "berlin", "paris", "saturday night"}  # a day of the week alone is a date's word
     assert names("Parks in Seattle, WA and Los Angeles, CA, and in the USA, UK") == {
         "seattle, wa", "los angeles, ca", "usa", "uk"}  # a place and its state's code are one name
     assert names("\"Can you check if Bulbasaur can learn 'Solar Beam', and then the same for 'Surf'? Thanks.\"") == {
@@ -227,3 +229,41 @@ def test_once_each_function_asked_for_is_called_a_call_more_needs_as_many_new_va
 def test_a_numbers_words_are_the_three_before_it_and_the_two_after():
     assert number_words("John invested $5000 in the fund 5 years ago today.") == [
         {"john", "invest"}, {"fund", "year", "ago"}]
+
+
+@pytest.mark.parametrize(("values", "goes_on"), [
+    (['"s": "copper"'], True),  # aluminum, the list's next item, is in no call yet
+    (['"s": "copper"', '"s": "aluminum"'], False),  # the list is done, and one call each was all it asked
+    (['"s": "aluminum"'], False),  # the list's last item: nothing follows it
+])
+def test_a_value_the_request_follows_with_items_of_a_list_asks_for_a_call_each(values, goes_on):
+    # One function, no word that asks for several, no names or numbers listed: one call, but for the list.
+    continuation = answer("Calculate the resistance of a wire with a resistivity of copper and aluminum", *values)
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)  # the model prefers the other way
+    assert continuation.choices[-1] is goes_on and bool(logits[COMMA] > -np.inf) == goes_on
+
+
+def test_a_name_is_counted_as_a_name_not_as_a_lists_item():
+    # "Boston, Chicago and Miami" is a list of names: a call that holds Boston uses one of them, and the
+    # names' rule counts it; the items' rule leaves names alone, so a model that stops there is not overruled
+    # by it, where several functions are offered and one call is asked for.
+    continuation = ListContinuation(TOKENS, PIECES, "Ship copper to Boston, Chicago and Miami", bias=-1.0, offered=2)
+    written(continuation, *call('"s": "copper", "t": "Boston"'))
+    assert step(continuation, more=30.0)[COMMA] == -np.inf
+
+
+def test_a_request_counts_out_its_tasks_with_ordinal_words():
+    assert counted_steps("First, find the GCD. Secondly, the LCM. Then the sum. Finally, the product.") == 3
+    assert counted_steps("The first car starts from rest; the second car at 20 m/s, and the third at 30.") == 3
+    assert counted_steps("Second, find the LCM.") == 0  # no count begun
+    assert counted_steps("Find the first prime after 100.") == 1
+
+
+@pytest.mark.parametrize(("values", "goes_on"), [
+    (['"a": 12, "b": 18'], True),  # the request's numbers are all used, but it counts two tasks
+    (['"a": 12, "b": 18', '"s": "copper"'], False),  # two calls: the count is met, and nothing is left
+])
+def test_calls_go_on_while_fewer_than_the_tasks_a_request_counts_out(values, goes_on):
+    continuation = answer("First, find the GCD of 12 and 18. Second, the same for the pair on my list.", *values)
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)  # the model prefers the other way
+    assert continuation.choices[-1] is goes_on and bool(logits[COMMA] > -np.inf) == goes_on

@@ -15,7 +15,7 @@ PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0"
           '{"name": "area_rect", "arguments": {}}', '{"name": "', "area", "_circle", "_rect", "string", "integer",
           '{"name": "f", "arguments": {"s": "', '{"name": "g", "arguments": {"a": ',
           '{"name": "f", "arguments": {"t": "', "Magnus Carlsen", ".", "x",
-          " -", " "]
+          " -", " ", "copper", "alu", "aluminum", "minum", "Z", "ub", "ubin", "ach", "dataset", "dataset1"]
 CALL = '{"name": "f", "arguments": {"a": '
 BIAS = 4.0
 
@@ -100,9 +100,9 @@ def test_a_string_value_does_not_start_as_a_word_of_json_schemas_types_the_reque
 
 def test_a_later_calls_name_goes_on_as_a_function_the_request_asks_for_and_no_call_names_yet():
     asked = ("area_rect", "area_circle")
-    assert raised("x", '{"name": "area_rect", "arguments": {}}', ", ", '{"name": "', "area", functions=asked) == {
-        "_circle"}
-    assert raised("x", '{"name": "', "area", functions=asked) == {"_circle", "_rect"}  # the first call: either
+    assert raised("x", '{"name": "area_rect", "arguments": {}}', ", ", '{"name": "', "area", by=2 * BIAS,
+                  functions=asked) == {"_circle"}
+    assert raised("x", '{"name": "', "area", by=2 * BIAS, functions=asked) == {"_circle", "_rect"}  # the first: either
     assert raised("x", '{"name": "area_rect", "arguments": {}}', ", ", '{"name": "', "area") == set()  # none asked
 
 
@@ -214,6 +214,48 @@ def test_a_later_call_goes_through_the_names_the_request_lists_where_the_call_be
     # Another argument: any name this call does not hold yet, as in a first call.
     assert raised(request, *first, '{"name": "f", "arguments": {"t": "', by=BIAS / 2) == {
         "Mag", "Magnus", "Magnus Carlsen", "Man"}
+
+
+@pytest.mark.parametrize(("numbers", "loops"), [
+    (("0.6", "0.8", "0.6", "0.8"), True),  # a run of two, twice in a row
+    (("0.3", "0.6", "0.8", "0.3", "0.6", "0.8"), True),
+    (("0.3", "0.6", "0.3"), False),  # a number again, as [0.3, 0.4, 0.3] of an answer
+    (("0.6", "0.6"), False),  # one number twice, as [16, 16] of an answer
+    (("0.6", "0.8", "0.6", "0.3"), False),
+])
+def test_an_array_of_numbers_ends_once_a_run_of_them_is_written_twice_in_a_row(numbers, loops):
+    pieces = ['{"name": "f", "arguments": {"k": [', "0.3", "0.6", "0.8", ", ", "]", "]}"]
+    written = ['{"name": "f", "arguments": {"k": [']
+    for number in numbers:
+        written += [number, ", "]
+    changed = changed_by(pieces, "no numbers here", tuple(written[:-1]))
+    assert changed == ({"]": 2 * BIAS, "]}": 2 * BIAS, ", ": -2 * BIAS} if loops else {})
+
+
+def test_a_later_calls_name_once_begun_goes_on_as_a_name_no_call_holds_yet():
+    request = "Train the classifier on two datasets, 'dataset1' and 'dataset2'."
+    first = ('{"name": "f", "arguments": {"s": "', "dataset1", '"}', "}", ", ")
+    assert raised(request, *first, '{"name": "f", "arguments": {"s": "', "dataset") == {"2"}  # not "1" again
+    assert raised(request, '{"name": "f", "arguments": {"s": "', "dataset") == {"1", "2"}  # a first call: either
+
+
+def test_a_later_call_goes_on_to_the_next_item_of_a_list_the_request_writes_after_the_value_the_call_before_gave():
+    request = "the resistance of a wire with a resistivity of copper and aluminum"
+    first = ('{"name": "f", "arguments": {"s": "', "copper", '"}', "}", ", ")
+    second = '{"name": "f", "arguments": {"s": "'
+    assert raised(request, *first, second, by=2 * BIAS) == {"alu", "aluminum"}  # from its first token, twice
+    assert raised(request, *first, second, "alu") == {"minum"}  # then on as the item goes on
+    assert raised(request, *first, second, "aluminum") == {'"', '",', '"}'}  # and ended there, whole
+    # Another argument, or a call that holds the item already: nothing of the list.
+    assert raised(request, *first, '{"name": "f", "arguments": {"t": "') == set()
+    assert raised(request, *first, second, "aluminum", '"}', "}", ", ", second) == set()
+
+
+def test_a_value_begun_with_a_names_first_letter_goes_on_as_the_name_does_with_twice_the_bias():
+    request = "What's the classical rating of Zubin Mehta?"
+    assert raised(request, '{"s": "', "Z", by=2 * BIAS) == {"ub", "ubin"}  # not "ach" (Zachary, a model's guess)
+    assert raised("What's the classical rating of zubin mehta?", '{"s": "', "Z") == set()  # no name
+    assert raised("What's the classical rating of Xubin Mehta?", '{"s": "', "Z") == set()  # none begins so
 
 
 def test_a_percentage_is_guessed_as_its_fraction_except_where_the_argument_takes_a_percentage():

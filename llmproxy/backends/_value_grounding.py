@@ -16,8 +16,11 @@ GameSpot.", where it went on to "GameSpot. Note that ..."; not where the value b
 to Ride'), nor for an argument whose schema prescribes a format ("e.g. San Francisco, CA": the request's
 "San Francisco?" is no place to end it).
 
-A later call's function is held the same way: its name, as it is written, goes on as the name of a
-function the request asks for and no call names yet (llmproxy.decide.asked_functions), where one does.
+A later call's function is held too: its name, as it is written, goes on as the name of a function the
+request asks for and no call names yet (llmproxy.decide.asked_functions), where one does, with twice the
+bias: at the bias, SmolLM2 wrote an earlier call again, word for word, which ends the answer (in each of
+the 4 parallel_multiple answers with too few calls that were traced); with twice, 12 of a 50-case run's
+answers (seed 34) had too few calls, not 17.
 And a later call to the same function as the call before goes on to the arguments that one gave: after
 each value, the separator gets the bias (and the end of the arguments is lowered by as much) while the
 call before gave an argument this one has not yet (calls that go through a list share the rest: SmolLM2
@@ -42,7 +45,10 @@ default for "a sushi restaurant with a patio").
 An array of strings ends at its first item that repeats an earlier one: its end gets twice the bias, going
 on is lowered by as much. None of the 252 arrays of strings in BFCL's answers (the live ones too) holds one
 item twice, and SmolLM2, drawn without a repetition penalty, wrote "Italian", "Italiano", "Italiano" ...
-to the token limit.
+to the token limit. So does an array of numbers once a run of two or more of its numbers is written twice
+in a row: none of the 120 arrays of numbers in BFCL's non-live answers holds one (4 hold a number twice
+in a row: [16, 16]), and SmolLM2 wrote [0.6, 0.8, 0.6, 0.8 ...] to the token limit for "trait A
+contributing to 40% of the fitness and trait B 60%".
 
 A number value that is one of the request's, whole (none of its numbers goes on from it), gets the bias
 on its end: SmolLM2 wrote 7012345678901234 for "the factorial of 7". So does one the request writes as a
@@ -62,6 +68,16 @@ A string value that is the first word or words of a name of two words or more th
 ("Manchester" of "Manchester United") goes on as the name does with twice the bias: SmolLM2 wrote
 "Manchester City". Of BFCL's non-live answers' string values that begin with the first word of such a
 name, 647 hold the whole name and 37 do not ("Fender" of "Fender American Professional II Stratocaster").
+So does a string value of one character that begins names the request writes: as one of them (of those
+answers' string values whose first character begins a name of the request's, 1,362 begin that name or
+are begun by it, 40 do not: "AAPL" for "Apple"), where SmolLM2 went on from the "M" it had written at
+its own pace to "Manchester United" for "the rating of Magnus Carlsen".
+
+A later call to the same function as the call before, where that one gave an argument a value the request
+follows with items of a list (llmproxy.backends._listed_items: "copper" of "a resistivity of copper and
+aluminum"), gives the argument the first of those items that no value holds yet: its first token gets
+twice the bias (at the bias SmolLM2 wrote "copper" again), the tokens that go on as it does the bias, and
+so does its end once it is whole.
 
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
@@ -71,7 +87,9 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   York" for the source (any of them, where every one is used). In a later call, where the call before
   gave the same argument one of the request's names, this is no guess: the calls go through the names
   the request lists, so a name no call holds yet ("Vegan Salad" for the second call's dish after the
-  first's "Chicken Noodle Soup") gets the whole bias;
+  first's "Chicken Noodle Soup") gets the whole bias, and once begun, the value goes on as such a name
+  does, not as others the request writes ("dataset2" after the first call's "dataset1", where SmolLM2
+  went from "dataset" to the "1" again);
 - a value's first token, where it begins the request's next number in reading order: the one after the
   number the answer's last number value was (the first, before any): a request names its values in
   the order the calls take them far more often than not ("coefficients 5, 6 and 1 ..., then 3, 2 and 1":
@@ -128,6 +146,7 @@ import numpy as np
 from llmproxy.backends._asked_arguments import asked_enums, asked_numbers, asked_true
 from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
+from llmproxy.backends._listed_items import items_left
 from llmproxy.backends._list_continuation import (amounts, listed_names, number_lists, number_words, numbers,
                                                   numbers_in_order, percent_marks, uncalled, used_amounts,
                                                   worded_numbers, written_names)
@@ -137,6 +156,7 @@ from llmproxy.syntaxes.base import ChoosableFunction
 MIN_STRING = 2  # characters of a string value before it is held to the request's text
 _SURE_DIGITS = 2  # characters of a number value, as a request's begins, past which it is held twice as hard
 _SURE_DATE = 4  # characters of a date, as one of the request's begins (its year, mostly), past which the same
+_NUMBER_ITEM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")  # a number as JSON writes it
 _LOOK_AHEAD = 16  # characters of the request's text after a match that tokens are looked up for
 _NUMBER_CHARS = frozenset("0123456789.-+eE")
 _CALL_DEPTH = 1  # a call's object: its one string value is the function's name
@@ -325,12 +345,13 @@ class ValueGrounding:
             logits[self._number_enders] += self._bias  # the request's number, whole: 7, not 7012345678901234
         bias = self._bias
         in_value = self._json.in_string and self._string_is_value
-        if (in_value or self._item_ends()) and self._repeats_an_item():  # a loop has begun: the array ends here
-            self._end_array(logits, 2 * bias)
+        if ((in_value or self._item_ends()) and self._repeats_an_item()) or self._numbers_loop():
+            self._end_array(logits, 2 * bias)  # a loop has begun: the array ends here
             return
         if in_value and self._functions and len(self._json.open) == _CALL_DEPTH:
             rests = [name[len(self._value):] for name in uncalled(self._functions, self._answer)
                      if name.startswith(self._value)]
+            bias = 2 * self._bias
         elif in_value and (dates := self._dates_for_value()):
             if self._value in dates:
                 logits[self._closers] += bias
@@ -351,18 +372,30 @@ class ValueGrounding:
         elif in_value and self._value.lower() in self._listed:
             logits[self._closers] += self._bias / 2
             return
+        elif in_value and self._value and (items := self._items_begun()):
+            if self._value.lower() in (item.lower() for item in items):
+                logits[self._closers] += bias  # the list's next item, whole: "aluminum", a call each
+                return
+            rests = [item[len(self._value):] for item in items]
+        elif in_value and self._value and len(self._value) < MIN_STRING:
+            rests = [name[len(self._value):] for name in self._names if name.startswith(self._value)]
+            bias = 2 * self._bias
         elif in_value and len(self._value) >= MIN_STRING:
             found = list(re.finditer(re.escape(self._value), self._text))  # where the request writes it
             if self._key not in self._arguments_are.formatted and self._ends_a_part(self._value, found):
                 logits[self._closers] += bias
                 return
             rests = self._string_rests(found)
+            if self._names_go_on() and (going := self._unused_name_rests()):
+                rests = going  # "dataset2" after "dataset1", where the request writes both
             if longer := self._long_name_rests():
                 rests, bias = longer, 2 * self._bias  # "Manchester" of "Manchester United": " United", not " City"
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
             if self._names_go_on():
                 rests = self._unused_names(self._answer)
+            elif items := self._items_left():
+                rests, bias = items[:1], 2 * self._bias  # at the bias, SmolLM2 copied the last call's item
             else:
                 rests, bias = self._unused_names(self._answer[self._call_start:]), self._bias / 2
         elif self._item_ends() and (held := self._list_in_array()):
@@ -507,9 +540,31 @@ class ValueGrounding:
         return [name[len(written):] for name in self._long_names
                 if name.startswith(written) and name[len(written):len(written) + 1] == " "]
 
+    def _unused_name_rests(self) -> list[str]:
+        """The rest of each of the request's names that the string value written so far begins and no value
+        of the answer holds yet (``_unused_names``)."""
+        written = self._value
+        return [name[len(written):] for name in self._unused_names(self._answer)
+                if name.startswith(written) and len(name) > len(written)]
+
     def _names_go_on(self) -> bool:
         """Whether the call before this one gave the argument being written one of the request's names."""
         return self._last_call.get(self._key, "").lower() in self._whole_names
+
+    def _items_left(self) -> list[str]:
+        """Where the call before this one, to the same function, gave the argument being written a value
+        (not one of the request's names) that the request follows with items of a list: those of the items
+        that no value written so far holds (llmproxy.backends._listed_items)."""
+        before = self._last_call.get(self._key, "")
+        if (not before or self._function != self._last_function or before.lower() in self._whole_names
+                or len(self._json.open) != _ARGUMENTS_DEPTH):
+            return []
+        return items_left(self._text, before, _STRING.findall(self._answer))
+
+    def _items_begun(self) -> list[str]:
+        """The items of ``_items_left`` that the string value written so far begins (case aside)."""
+        written = self._value.lower()
+        return [item for item in self._items_left() if item.lower().startswith(written)]
 
     def _unused_names(self, written: str) -> list[str]:
         """The request's names (their first characters) that the text ``written`` does not hold; all where
@@ -633,6 +688,15 @@ class ValueGrounding:
         if json.in_string and self._string_is_value:
             return self._value.lower() in strings
         return json.last == '"' and bool(strings) and strings[-1] in strings[:-1]
+
+    def _numbers_loop(self) -> bool:
+        """Whether the number just written in the array being written ends a run of two or more of its
+        numbers written twice in a row ([0.6, 0.8, 0.6, 0.8])."""
+        json = self._json
+        if not self._in_number or json.in_string or json.open[-1:] != ["["] or len(json.open) <= _ARGUMENTS_DEPTH:
+            return False
+        items = _NUMBER_ITEM.findall(self._answer[self._array_start:])
+        return any(items[-2 * run:-run] == items[-run:] for run in range(2, len(items) // 2 + 1))
 
     def _array_holds(self, values: Sequence[str], *more: str) -> bool:
         """Whether the strings of the array being written (and ``more``, about to be) hold every one of

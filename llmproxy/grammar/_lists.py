@@ -14,7 +14,7 @@ from llmproxy.grammar._rules import Rules
 
 
 MAX_BOUNDED_ITEMS = 64
-_COMMA = 'ws "," ws'
+_COMMA = '"," ws'  # each element brings the whitespace after it (list_body)
 
 
 def list_body(
@@ -22,7 +22,14 @@ def list_body(
 ) -> str:
     """GBNF for what goes between the brackets: element i follows ``prefix[i]``, later ones ``rest``
     (None: no later ones), between ``low`` and ``high`` elements (high None: no bound); "" for none.
+
+    Each element is followed by its whitespace, so the brackets enclose it as ``"[" ws body "]"``: with a
+    ``ws`` before the closing bracket too, whitespace could follow whitespace where the elements may be
+    left out, and a model that wrote some after the opening bracket found only the closing one allowed
+    (SmolLM2 wrote ``"floors": [`` and two runs of whitespace, for "the 2nd, 3rd and 4th floors").
     """
+    prefix = [f"{element} ws" for element in prefix]
+    rest = None if rest is None else f"{rest} ws"
     if high is not None and high < low:
         raise GrammarError(f"the maximum count is below the minimum at {hint!r}")
     if high is not None and high < len(prefix):

@@ -28,7 +28,7 @@ from llmproxy.grammar._rules import Rules
 FAN_OUT = 16
 MAX_COUNTED_STEPS = 64
 MAX_COUNTED_STATES = 1024
-_COMMA = 'ws "," ws'
+_COMMA = '"," ws'  # each member brings the whitespace after it (members)
 
 Step = tuple[list[str], bool]  # key-value expressions, and whether they are a run of required ones
 
@@ -45,8 +45,11 @@ def members(
     """GBNF for ``items`` (``key: value`` expression, required?) as object members; "" for none.
 
     ``after_first``: a member was already written (every item then takes a comma). ``low``/``high``:
-    bounds on the number of these members present (``high`` None: none).
+    bounds on the number of these members present (``high`` None: none). Each member is followed by its
+    whitespace, as the elements of a list are (llmproxy.grammar._lists.list_body says why): the braces
+    enclose the body as ``"{" ws body "}"``.
     """
+    items = [(f"{kv} ws", required) for kv, required in items]
     steps = _steps(items)
     optional = sum(len(kvs) for kvs, required in steps if not required)
     required = len(items) - optional

@@ -65,8 +65,8 @@ PRIMITIVES = {
     "boolean": r'"true" | "false"',
     "null": r'"null"',
     "value": r"object | array | string | number | boolean | null",
-    "object": r'"{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"',
-    "array": r'"[" ws ( value ( ws "," ws value )* )? ws "]"',
+    "object": r'"{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws )* )? "}"',
+    "array": r'"[" ws ( value ws ( "," ws value ws )* )? "]"',
 }
 _LITERALS = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]')
 _RULE_NAME = re.compile(r"[a-zA-Z0-9-]+")  # the characters llama.cpp allows in rule names
@@ -208,7 +208,7 @@ class RuleSet:
         if items or first:
             body = members(self, hint, items, after_first=first is not None, low=low, high=high)
             if first:
-                body = " ".join(filter(None, [key_value(*first), body]))
+                body = " ".join(filter(None, [f"{key_value(*first)} ws", body]))
         else:
             extra = schema.get("additionalProperties", True)
             if "properties" in schema or extra is False:  # declared keys only, and there are none
@@ -218,7 +218,7 @@ class RuleSet:
                 return "object"
             value = "value" if free else self.value(extra, f"{hint}-value", depth + 1, root)
             body = list_body(self, hint, [], f'string ws ":" ws {value}', low, high)
-        return self.rule(hint, f'"{{" ws {body} ws "}}"' if body else '"{" ws "}"')
+        return self.rule(hint, f'"{{" ws {body} "}}"' if body else '"{" ws "}"')
 
     def _array(self, schema: dict, hint: str, depth: int, root: dict) -> str:
         rest = schema.get("items", True)
@@ -232,7 +232,7 @@ class RuleSet:
         later = None if rest is False else self.value(rest, f"{hint}-item", depth + 1, root)
         low, high = _counts(schema, "minItems", "maxItems", hint)
         body = list_body(self, hint, firsts, later, low, high)
-        return self.rule(hint, f'"[" ws {body} ws "]"' if body else '"[" ws "]"')
+        return self.rule(hint, f'"[" ws {body} "]"' if body else '"[" ws "]"')
 
     def _alternatives(self, hint: str, exprs: list[str]) -> str:
         unique = list(dict.fromkeys(exprs))

@@ -137,8 +137,8 @@ class _Literals:
         name = self.rules._fresh_name("py-value")
         self.rules.rules[name] = ""  # named first: lists and dicts refer back to it
         pair = f'{self.string} ws ":" ws {name}'
-        items = self.rules.rule("py-list", f'"[" ws ( {name} ( ws "," ws {name} )* )? ws "]"')
-        mapping = self.rules.rule("py-dict", f'"{{" ws ( {pair} ( ws "," ws {pair} )* )? ws "}}"')
+        items = self.rules.rule("py-list", f'"[" ws ( {name} ws ( "," ws {name} ws )* )? "]"')
+        mapping = self.rules.rule("py-dict", f'"{{" ws ( {pair} ws ( "," ws {pair} ws )* )? "}}"')
         self.rules.rules[name] = f'{self.string} | number | "True" | "False" | "None" | {items} | {mapping}'
         return name
 
