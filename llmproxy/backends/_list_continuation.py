@@ -366,7 +366,7 @@ class ListContinuation:
         counted as names) that the request follows with items of a list that no call holds yet
         (llmproxy.backends._listed_items: "copper", of "copper and aluminum")."""
         held = [value for written in self._calls for value in _strings(written)]
-        return any(items_left(self._request, value, held) for value in argument_strings(call)
+        return any(items_left(self._request, value, held) for value in _argument_strings(call)
                    if value.lower() not in self._names)
 
     def _list_goes_on(self) -> bool:
@@ -377,7 +377,7 @@ class ListContinuation:
                    for listed in self._number_lists)
 
 
-def argument_strings(call: str) -> list[str]:
+def _argument_strings(call: str) -> list[str]:
     """The string values of the arguments of a call's JSON text (its object's objects' string members;
     none where it does not read as JSON): not an array's items, which are one value."""
     try:

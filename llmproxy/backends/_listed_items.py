@@ -17,6 +17,7 @@ another call follows, and after the last call of none of the 1,000 answers of th
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -37,9 +38,13 @@ _NOT_AN_ITEM = re.compile(
 def items_after(request: str, value: str) -> list[str]:
     """The items that follow ``value`` in a list the request writes, in order, as the request writes them
     (none where ``value`` stands in no list, or last in one). Case, and underscores for spaces, aside."""
-    wanted = value.replace("_", " ").strip().lower()
+    return list(_items_after(request, value.replace("_", " ").strip().lower()))
+
+
+@functools.lru_cache(maxsize=256)  # the grounding asks at every token of a later call's string value
+def _items_after(request: str, wanted: str) -> tuple[str, ...]:
     if len(wanted) < 2:
-        return []
+        return ()
     text = request.lower()
     items: list[str] = []
     for found in re.finditer(re.escape(wanted), text):
@@ -48,7 +53,7 @@ def items_after(request: str, value: str) -> list[str]:
         for item in _chain(request, found.end()):
             if item not in items:
                 items.append(item)
-    return items
+    return tuple(items)
 
 
 def _chain(request: str, end: int) -> list[str]:
