@@ -251,9 +251,9 @@ def test_a_later_call_goes_on_to_the_next_item_of_a_list_the_request_writes_afte
     assert raised(request, *first, second, "aluminum", '"}', "}", ", ", second) == set()
 
 
-def test_a_value_begun_with_a_names_first_letter_goes_on_as_the_name_does_with_twice_the_bias():
+def test_a_value_begun_with_a_names_first_letter_goes_on_as_the_name_does_with_three_times_the_bias():
     request = "What's the classical rating of Zubin Mehta?"
-    assert raised(request, '{"s": "', "Z", by=2 * BIAS) == {"ub", "ubin"}  # not "ach" (Zachary, a model's guess)
+    assert raised(request, '{"s": "', "Z", by=3 * BIAS) == {"ub", "ubin"}  # not "ach" (Zachary, a model's guess)
     assert raised("What's the classical rating of zubin mehta?", '{"s": "', "Z") == set()  # no name
     assert raised("What's the classical rating of Xubin Mehta?", '{"s": "', "Z") == set()  # none begins so
 
@@ -505,3 +505,21 @@ def test_a_value_begun_as_the_first_words_of_a_long_name_goes_on_as_it_does_with
         '{"name": "f", "arguments": {"team": "', "Manchester")) == {}  # no such name
     assert changed_by(pieces, "Fans of Manchester City", (start, "Manchester")) == {" City": 2 * BIAS}
     assert changed_by(pieces, "Fans of Manchester citywide", (start, "Manchester")) == {}  # no name goes on
+
+
+@pytest.mark.parametrize(("written", "changes"), [
+    ((CALL, "[", '"', "Z", '",', '"', "ub"), {}),  # part of the list: left to the model
+    ((CALL, "[", '"', "Z", '",', '"', "ub", '",', '"', "x"), {'"]': BIAS, '",': -BIAS}),  # all of it, as "x" closes
+    ((CALL, "[", '"', "Z", '",', '"', "ub", '",', '"', "x", '"'), {"]": BIAS, ",": -BIAS}),  # or once it has
+])
+def test_an_array_of_strings_ends_once_it_holds_all_the_names_of_a_list_the_request_writes(written, changes):
+    pieces = [*PIECES, '"]', "]", "["]
+    changed = changed_by(pieces, "A progression of Z, Ub and X, for 4 measures", written)
+    assert {piece: change for piece, change in changed.items() if piece in ('"]', '",', "]", ",")} == changes
+
+
+def test_the_names_of_a_list_are_read_from_a_run_of_them_single_letters_too():
+    from llmproxy.backends._list_continuation import name_lists, written_names
+    text = "Chords C, F and G at 0°C. Weather in Seattle, Boston and Chicago, then in New York and Paris"
+    assert name_lists(text, written_names(text)) == [
+        frozenset({"c", "f", "g"}), frozenset({"seattle", "boston", "chicago"}), frozenset({"new york", "paris"})]

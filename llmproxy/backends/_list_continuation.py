@@ -103,6 +103,7 @@ _ASKS_FOR_SEVERAL = re.compile(
 # The words with which a request counts out its tasks or cases ("First, ... Second, ... Lastly, ...", "the
 # first car ..., the second car ..."); "lastly" and "finally" count as one more.
 _ORDINAL = re.compile(r"\b(?:(first|second|third|fourth|fifth|sixth)(?:ly)?|(lastly|finally))\b", re.IGNORECASE)
+_LETTER = re.compile(r"(?<![\w°])[A-Z](?!\w)")  # a capital letter on its own (not the C of 0°C)
 _LISTED_NEXT = re.compile(r",\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+")  # what stands between two names of a list
 _LISTED_NUMBERS = re.compile(r"\d[\d.,]*\s*\w{0,12}\s*(?:,|and|&)\s*\d")  # "5 and 10", "5m, 10m"
 _WORD = re.compile(r"[A-Za-z]+")
@@ -217,6 +218,29 @@ def listed_names(request: str, names: set[str]) -> frozenset[str]:
             if between is not None and any(request.startswith(other, between.end()) for other in names):
                 listed.add(name.lower())
     return frozenset(listed)
+
+
+def name_lists(request: str, names: set[str]) -> list[frozenset[str]]:
+    """The lists of ``names`` the request writes ("Seattle, Boston and Chicago"), each as its names lower-cased:
+    a run of names, each but the first after another as a list does. A single capital letter is a name here
+    ("C, F and G"), though not on its own (``written_names``)."""
+    at: dict[int, str] = {}  # the longest name that starts at each place
+    for name in names | set(_LETTER.findall(request)):
+        for found in re.finditer(re.escape(name), request):
+            if len(name) > len(at.get(found.start(), "")):
+                at[found.start()] = name
+    lists, inside = [], set()
+    for start in sorted(at):
+        if start in inside:
+            continue
+        run, end = [at[start]], start + len(at[start])
+        while (between := _LISTED_NEXT.match(request, end)) is not None and between.end() in at:
+            inside.add(between.end())
+            run.append(at[between.end()])
+            end = between.end() + len(run[-1])
+        if len(run) > 1:
+            lists.append(frozenset(name.lower() for name in run))
+    return lists
 
 
 def names_in(call: str, asked: set[str]) -> set[str]:
