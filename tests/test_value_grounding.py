@@ -15,7 +15,8 @@ PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0"
           '{"name": "area_rect", "arguments": {}}', '{"name": "', "area", "_circle", "_rect", "string", "integer",
           '{"name": "f", "arguments": {"s": "', '{"name": "g", "arguments": {"a": ',
           '{"name": "f", "arguments": {"t": "', "Magnus Carlsen", ".", "x",
-          " -", " ", "copper", "alu", "aluminum", "minum", "Z", "ub", "ubin", "ach", "dataset", "dataset1"]
+          " -", " ", "copper", "alu", "aluminum", "minum", "Z", "ub", "ubin", "ach", "dataset", "dataset1",
+          "json"]
 CALL = '{"name": "f", "arguments": {"a": '
 BIAS = 4.0
 
@@ -93,8 +94,11 @@ EMPTY = {'"': -BIAS, '",': -BIAS, '"}': -BIAS}  # a string value's closing quote
 
 
 def test_a_string_value_does_not_start_as_a_word_of_json_schemas_types_the_request_does_not_write():
-    assert raised_by("Set the kind of the thing", '{"s": "') == {"string": -2 * BIAS, "integer": -2 * BIAS, **EMPTY}
-    assert raised_by("Cut the string in two", '{"s": "') == {"integer": -2 * BIAS, **EMPTY}  # "string" is written
+    assert raised_by("Set the kind of the thing", '{"s": "') == {
+        "string": -2 * BIAS, "integer": -2 * BIAS, "json": -2 * BIAS, **EMPTY}
+    assert raised_by("Cut the string in two", '{"s": "') == {
+        "integer": -2 * BIAS, "json": -2 * BIAS, **EMPTY}  # "string" is written
+    assert raised_by("Export it as JSON", '{"s": "') == {"string": -2 * BIAS, "integer": -2 * BIAS, **EMPTY}
     assert raised_by("Set the kind of the thing", '{"s": "', "Los") == {}  # only a value's first token
 
 
@@ -505,6 +509,9 @@ def test_a_value_begun_as_the_first_words_of_a_long_name_goes_on_as_it_does_with
         '{"name": "f", "arguments": {"team": "', "Manchester")) == {}  # no such name
     assert changed_by(pieces, "Fans of Manchester City", (start, "Manchester")) == {" City": 2 * BIAS}
     assert changed_by(pieces, "Fans of Manchester citywide", (start, "Manchester")) == {}  # no name goes on
+    coded = ['{"name": "f", "arguments": {"city": "', "Los", " Angeles", ",", ", CA", '"']
+    assert changed_by(coded, "Jazz events in Los Angeles, CA for the next 14 days", (coded[0], "Los", " Angeles")) == {
+        ",": 2 * BIAS, ", CA": 2 * BIAS}  # the state's code, as the request writes it
 
 
 @pytest.mark.parametrize(("written", "changes"), [
