@@ -61,9 +61,10 @@ def test_a_number_the_request_holds_whole_is_left_to_the_model():
     assert raised("no numbers here", '{"a": ', "2") == set()
 
 
-def test_a_string_cut_inside_a_word_of_the_request_goes_on_to_the_words_end():
-    assert raised("Flights to Los Angeles, please", '{"s": "', "Los", " Ang") == {"eles"}
-    assert raised("Flights to Los Angeles, please", '{"k": [', '"', "Los", " Ang") == {"eles"}  # an array's item
+def test_a_string_cut_inside_a_word_of_the_request_goes_on_to_the_words_end_with_twice_the_bias():
+    assert raised("Flights to Los Angeles, please", '{"s": "', "Los", " Ang", by=2 * BIAS) == {"eles"}
+    assert raised("Flights to Los Angeles, please", '{"k": [', '"', "Los", " Ang", by=2 * BIAS) == {"eles"}  # an item
+    assert raised("Two Los Angeleses, please", '{"s": "', "Los", " Ang", "eles") == {"es"}  # a plural's: the bias
     # Where a word of the request ends, the value may well be whole: the model goes on or stops; but not
     # inside a name of several words.
     assert raised("Flights to los angeles, please", '{"s": "', "Los") == set()
@@ -307,7 +308,7 @@ def test_a_date_argument_is_written_as_the_request_dates_in_its_format():
 
 def test_a_date_begun_otherwise_or_an_argument_that_takes_none_is_held_as_any_string():
     request = "Is a Hilton in Paris free from 2023 April 4th to April 8th?"
-    assert date_raised(request, DATE_CALL, "Apr") == {"il": BIAS}  # the request's own words, as for any string
+    assert date_raised(request, DATE_CALL, "Apr") == {"il": 2 * BIAS}  # the request's own words, as any string's
     assert date_raised("Is a Hilton in Paris free next week?", DATE_CALL) == {'"': -BIAS, '",': -BIAS, '"}': -BIAS}
     city = ('{"name": "f", "arguments": {"check_in": "', "2023", "-", "04", "-04", '"', ', "city": "')
     assert date_raised(request, *city)["2023"] == -BIAS  # not raised as a date: lowered, as check_in's value
@@ -478,7 +479,7 @@ def test_a_string_value_does_not_go_on_as_one_the_call_already_holds():
     assert repeat_changes("Manchester United against Manchester United", *held) == {
         "chess": -BIAS, "M": BIAS / 2, "Man": BIAS / 2, **EMPTY}
     # The first value: nothing is held yet but the function's name.
-    assert repeat_changes(request, start, "Man") == {"chester": BIAS}  # as the request goes on
+    assert repeat_changes(request, start, "Man") == {"chester": 2 * BIAS}  # as the request goes on
     assert repeat_changes(request, start, "chess") == {"_rating": -BIAS, "_": -BIAS}
     assert repeat_changes(request, start, "Top", "_Chess") == {"_rating": -BIAS, "_": -BIAS}  # from a word on
     assert repeat_changes(request, start, "Top", "_") == {}  # no word begun yet
@@ -530,3 +531,25 @@ def test_the_names_of_a_list_are_read_from_a_run_of_them_single_letters_too():
     text = "Chords C, F and G at 0°C. Weather in Seattle, Boston and Chicago, then in New York and Paris"
     assert name_lists(text, written_names(text)) == [
         frozenset({"c", "f", "g"}), frozenset({"seattle", "boston", "chicago"}), frozenset({"new york", "paris"})]
+
+
+def test_a_names_rest_is_raised_along_the_pieces_the_tokenizer_writes_it_in():
+    pieces = ['{"name": "f", "arguments": {"location": "', "G", "a", "al", "ala", "apagos", "pagos", '"']
+    request = "How many turtles live on the Galapagos?"
+    start = (pieces[0], "G")
+
+    def split(text: str) -> list[str]:  # as SmolLM2's tokenizer writes the name: "Gal" "apagos"
+        return ["Gal", "apagos"] if text == "Galapagos" else [text]
+
+    def grounding_raises(split_text=None) -> set[str]:
+        tokens = GroundingTokens.of(pieces)
+        grounding = ValueGrounding(tokens, pieces, request, BIAS, split=split_text)
+        for piece in start:
+            grounding.accept(tokens.token_of[piece])
+        logits = np.zeros(len(pieces), dtype=np.float32)
+        grounding.adjust(logits)
+        return {pieces[token] for token in np.flatnonzero(logits > 0)}
+
+    assert grounding_raises(split) == {"al"}  # "Gal" ends where the tokenizer ends a piece; "Ga", "Gala" do not
+    assert grounding_raises() == {"a", "al", "ala"}  # the tokenizer unknown: every piece that goes on
+    assert grounding_raises(lambda text: [text]) == {"a", "al", "ala"}  # none of them ends one: all of them

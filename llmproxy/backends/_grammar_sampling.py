@@ -119,7 +119,11 @@ class GrammarCheckedLlama(Llama):
         if self._grounding_tokens is None:
             self._grounding_tokens = GroundingTokens.of(self._pieces)
         return ValueGrounding(self._grounding_tokens, self._pieces, choice.request, choice.grounding_bias,
-                              choice.asked_functions, ArgumentKinds.of(choice.functions))
+                              choice.asked_functions, ArgumentKinds.of(choice.functions), self._split)
+
+    def _split(self, text: str) -> list[str]:
+        """The pieces this model's tokenizer writes ``text`` in."""
+        return [self._pieces[token] for token in self.tokenize(text.encode("utf-8"), add_bos=False, special=False)]
 
     def _judge_functions(self, choice: GrammarChoice) -> Judgement:
         """The choice's function that its request is for, and how relevant it is, by a ranker loaded on first

@@ -6,7 +6,10 @@ $2000" became ``200``, "$50000" ``500``. A string it cuts the same way. So while
 written, where what is written so far is the start of a value the request holds (a number written there,
 thousands separators left out; a run of its text, for a string of two characters or more) and no value
 the request holds ends there, the tokens that go on as the request does get ``bias`` nats (twice that
-for a number two characters long or more: "$5,000,000" was still cut to ``500000``): the model still
+for a number two characters long or more: "$5,000,000" was still cut to ``500000``; and for a string cut
+inside a word, unless what is left of the word is a plural's "s": SmolLM2 went from "Gala" of "Galapagos
+Islands" to "Gala Islands", and of the 1,930 string values of BFCL's non-live answers that a request
+writes, 19 end inside a word, 12 of them before a plural's "s"): the model still
 draws, and the grammar still decides what may be drawn. A number the request writes with a word of scale
 is the whole of it ("50 million": 50000000, as BFCL's answers take it every time). Where what a string
 value has so far stands in the request right before a word that joins it to what follows ("in", "to",
@@ -15,6 +18,12 @@ Natural History Museum in London", where SmolLM2 went on to "... in London"; "Ga
 GameSpot.", where it went on to "GameSpot. Note that ..."; not where the value begins a quotation ('Ticket
 to Ride'), nor for an argument whose schema prescribes a format ("e.g. San Francisco, CA": the request's
 "San Francisco?" is no place to end it).
+
+Of the tokens that go on as the request does along a string, those are raised that end where the model's
+tokenizer ends a piece of the text it would be (the value so far and its rest), where any does: "al"
+after "G" of "Galapagos", which the tokenizer writes "Gal" "apagos"; raised onto "ala" as well, SmolLM2
+went on from "Gala" to "Gala Islands"; raised onto "T" as well as "To" (the tokenizer's "To" "kyo"), it
+began "T" and went on to "Taipei" for "Tokyo".
 
 A later call's function is held too: its name, as it is written, goes on as the name of a function the
 request asks for and no call names yet (llmproxy.decide.asked_functions), where one does, with twice the
@@ -200,6 +209,7 @@ _QUOTES = "'\"‘“"
 _COPIED_STARTS = frozenset('"-0123456789')
 _WORD_BREAKS = " _-."  # where a word of a string value may begin: after these
 _POSSESSIVE = re.compile(r"'s?$")  # "Albert Einstein's" names Albert Einstein
+_PLURAL_END = re.compile(r"e?s\b")  # what a plural adds to a word: a value may well be the singular
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a JSON string's text (escapes as written)
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
 _FORMAT = re.compile(r"\bformat|\b(?:e\.g\.|such as|for example)[^.]*\w, \w", re.IGNORECASE)
@@ -315,8 +325,11 @@ class ValueGrounding:
     written as the request does (``adjust``, on the step's raw logits, before the token is drawn)."""
 
     def __init__(self, tokens: GroundingTokens, pieces: Sequence[str], request: str, bias: float,
-                 functions: Sequence[str] = (), arguments: ArgumentKinds | None = None) -> None:
+                 functions: Sequence[str] = (), arguments: ArgumentKinds | None = None,
+                 split: Callable[[str], Sequence[str]] | None = None) -> None:
         self._pieces = pieces
+        self._split = split  # the pieces the model's tokenizer writes a text in, where it is known
+        self._bounds: dict[str, frozenset[int]] = {}  # where those pieces of each string value end
         self._token_of = tokens.token_of
         self._separators = list(tokens.separators)
         self._text = request
@@ -422,6 +435,8 @@ class ValueGrounding:
                 logits[self._closers] += bias
                 return
             rests = self._string_rests(found)
+            if rests and not any(_PLURAL_END.match(rest) for rest in rests):
+                bias = 2 * self._bias  # inside a word: "Gala" of "Galapagos", where SmolLM2 went on to " Islands"
             if self._names_go_on() and (going := self._unused_name_rests()):
                 rests = going  # "dataset2" after "dataset1", where the request writes both
             if longer := self._long_name_rests():
@@ -469,7 +484,8 @@ class ValueGrounding:
             return
         else:
             return
-        raised = {token for rest in rests for token in self._tokens_starting(rest)}
+        along = self._tokens_along if in_value else self._tokens_starting
+        raised = {token for rest in rests for token in along(rest)}
         if raised:
             logits[list(raised)] += bias
 
@@ -814,6 +830,21 @@ class ValueGrounding:
         ends = (_JOINING_WORD,) if _ABBREVIATION.search(written) else (_JOINING_WORD, _SENTENCE_END)
         return (any(end.match(self._text, match.end()) for match in found for end in ends)
                 and not any(match.start() and self._text[match.start() - 1] in _QUOTES for match in found))
+
+    def _tokens_along(self, rest: str) -> list[int]:
+        """The tokens whose text ``rest`` starts with that end where the model's tokenizer would end one, writing
+        the string value so far and ``rest`` ("al" after "G" for "Galapagos", written "Gal" "apagos"; "ala" led
+        SmolLM2 to "Gala Islands"); all of them where none does, or the tokenizer is not known."""
+        tokens = self._tokens_starting(rest)
+        if self._split is None:
+            return tokens
+        whole = self._value + rest
+        if whole not in self._bounds:
+            ends = np.cumsum([len(piece) for piece in self._split(whole)])
+            self._bounds[whole] = frozenset(int(end) for end in ends)
+        written = len(self._value)
+        aligned = [token for token in tokens if written + len(self._pieces[token]) in self._bounds[whole]]
+        return aligned or tokens
 
     def _tokens_starting(self, rest: str) -> list[int]:
         """The tokens whose text ``rest`` starts with."""
