@@ -553,3 +553,13 @@ def test_a_names_rest_is_raised_along_the_pieces_the_tokenizer_writes_it_in():
     assert grounding_raises(split) == {"al"}  # "Gal" ends where the tokenizer ends a piece; "Ga", "Gala" do not
     assert grounding_raises() == {"a", "al", "ala"}  # the tokenizer unknown: every piece that goes on
     assert grounding_raises(lambda text: [text]) == {"a", "al", "ala"}  # none of them ends one: all of them
+
+
+def test_a_quoted_value_ends_with_its_quotation():
+    pieces = ['{"name": "f", "arguments": {"maker": "', "Strad", "ivarius", "'", "'s", '"']
+    request = "Find the musical instrument 'Violin' from 'Stradivarius' maker."
+    assert changed_by(pieces, request, (pieces[0], "Strad", "ivarius")) == {}  # not on into "' maker"
+    # Inside the quotation, the value still goes on as the request does.
+    assert changed_by(pieces, request, (pieces[0], "Strad")) == {"ivarius": 2 * BIAS}
+    # An apostrophe that is no quotation's end: a possessive, as the request writes it, with the bias.
+    assert changed_by(pieces, "Stradivarius's violins", (pieces[0], "Strad", "ivarius")) == {"'s": BIAS, "'": BIAS}

@@ -435,7 +435,7 @@ class ValueGrounding:
                 logits[self._closers] += bias
                 return
             rests = self._string_rests(found)
-            if rests and not any(_PLURAL_END.match(rest) for rest in rests):
+            if rests and all(rest[0].isalnum() and not _PLURAL_END.match(rest) for rest in rests):
                 bias = 2 * self._bias  # inside a word: "Gala" of "Galapagos", where SmolLM2 went on to " Islands"
             if self._names_go_on() and (going := self._unused_name_rests()):
                 rests = going  # "dataset2" after "dataset1", where the request writes both
@@ -814,12 +814,14 @@ class ValueGrounding:
 
     def _string_rests(self, found: Sequence[re.Match[str]]) -> list[str]:
         """What follows the value written in the request's text, where it is ``found`` there, where it nowhere
-        ends a word."""
+        ends a word or a quotation it begins."""
         rests = []
         for match in found:
             rest = self._text[match.end():match.end() + _LOOK_AHEAD]
             if not rest or not (rest[0].isalnum() or rest[0] in "-'"):
                 return []  # the value may be whole as it is
+            if match.start() and self._text[match.start() - 1] == rest[0]:
+                return []  # a quotation's end: 'Stradivarius' is whole
             rests.append(rest)
         return rests
 
