@@ -73,7 +73,8 @@ def lowered(request: str, *written: str, arguments: ArgumentKinds) -> dict[str, 
 
 
 NUMBERS = ArgumentKinds(numbers=frozenset({"n", "m"}))
-REQUEST = "A payout of $6,000,000 with 2,500,000 shares, or with 2,000,000 shares"
+AMAZON = "Rain in the Amazon, then again"
+REQUEST = "A payout of $6,000,000 with 2,500,000 shares, then with 2,000,000 shares"
 
 
 def test_a_number_that_would_repeat_the_call_before_is_held_off_it_where_the_request_holds_another():
@@ -82,18 +83,21 @@ def test_a_number_that_would_repeat_the_call_before_is_held_off_it_where_the_req
     assert lowered(REQUEST, NUMBER_CALL, NUMBER_COPY, "2", arguments=NUMBERS) == {"5": -2 * BIAS}
     assert lowered(REQUEST, NUMBER_CALL, NUMBER_COPY, "25", arguments=NUMBERS) == {}  # no other value goes on
     # Where the request holds no other number that goes on from what is written, nothing is lowered.
-    assert lowered("A payout of $6,000,000 with 2,500,000 shares", NUMBER_CALL, NUMBER_COPY, "2",
+    assert lowered("A payout of $6,000,000 with 2,500,000 shares, then again", NUMBER_CALL, NUMBER_COPY, "2",
                    arguments=NUMBERS) == {}
+    # Where the request does not say it asks for several things, a call repeated had best end the answer.
+    assert lowered("A payout of $6,000,000 with 2,500,000 shares, or with 2,000,000 shares", NUMBER_CALL,
+                   NUMBER_COPY, "2", arguments=NUMBERS) == {}
     assert lowered(REQUEST, NUMBER_CALL, NUMBER_OTHER, arguments=NUMBERS) == {}  # another value before it: no copy
 
 
 def test_an_enums_value_that_would_repeat_the_call_before_is_held_off_it_and_a_boolean_is_not():
     booleans = ArgumentKinds(booleans=frozenset({"b"}))
-    assert lowered("Amazon", BOOLEAN_CALL, BOOLEAN_COPY, arguments=booleans) == {}  # the other is no sign
+    assert lowered(AMAZON, BOOLEAN_CALL, BOOLEAN_COPY, arguments=booleans) == {}  # the other is no sign
     enum = ArgumentKinds(enums={"t": ("year", "five_years", "six_months")})
-    assert lowered("Amazon", ENUM_CALL, ENUM_COPY, ' "', arguments=enum) == {"y": -2 * BIAS, "year": -2 * BIAS}
-    assert lowered("Amazon", ENUM_CALL, ENUM_COPY, ' "', "year", arguments=enum) == {}  # no other goes on
+    assert lowered(AMAZON, ENUM_CALL, ENUM_COPY, ' "', arguments=enum) == {"y": -2 * BIAS, "year": -2 * BIAS}
+    assert lowered(AMAZON, ENUM_CALL, ENUM_COPY, ' "', "year", arguments=enum) == {}  # no other goes on
     longer = ArgumentKinds(enums={"t": ("year", "years")})
-    assert lowered("Amazon", ENUM_CALL, ENUM_COPY, ' "', "year", arguments=longer) == {
+    assert lowered(AMAZON, ENUM_CALL, ENUM_COPY, ' "', "year", arguments=longer) == {
         '"': -2 * BIAS, '",': -2 * BIAS, '"}': -2 * BIAS}
-    assert lowered("Amazon", ENUM_CALL, ENUM_COPY, ' "', "five", arguments=enum) == {}  # no copy any more
+    assert lowered(AMAZON, ENUM_CALL, ENUM_COPY, ' "', "five", arguments=enum) == {}  # no copy any more

@@ -310,7 +310,7 @@ class ListContinuation:
         self._number_lists = number_lists(undated)
         self._names = names(undated)
         self._request = request
-        self._asks_for_several = _ASKS_FOR_SEVERAL.search(request) is not None
+        self._asks_for_several = asks_for_several(request)
         self._steps = counted_steps(request)
         self._bias = bias
         self._functions = functions  # the functions the request asks a call to each of
@@ -410,6 +410,11 @@ def _argument_strings(call: str) -> list[str]:
         return []
     objects = [value for value in found.values() if isinstance(value, dict)] if isinstance(found, dict) else []
     return [value for arguments in objects for value in arguments.values() if isinstance(value, str)]
+
+
+def asks_for_several(request: str) -> bool:
+    """Whether a request says it asks for several things ("respectively", "then", "also" ...: ``_ASKS_FOR_SEVERAL``)."""
+    return _ASKS_FOR_SEVERAL.search(request) is not None
 
 
 def counted_steps(request: str) -> int:

@@ -149,7 +149,10 @@ request's numbers or names), and nothing where no other goes on from what is wri
 SmolLM2 wrote "$6,000,000 ... 2,500,000 shares" a second time for "... keeping 2,000,000 shares", and the
 repeated call ended the answer. A boolean is left alone: of BFCL's 124 such last values, 7 are booleans,
 and in a 50-case run (parallel, seed 34) SmolLM2, held off ``true``, went on to a call nobody asked for
-with ``false`` twice, where the repeated call had ended the answer.
+with ``false`` twice, where the repeated call had ended the answer. So is a call of a request that does
+not say it asks for several things (llmproxy.backends._list_continuation.asks_for_several): there, a
+call repeated is a call too many, and held off the copy SmolLM2 wrote a second call to the NPV of "cash
+flows ... discounted at 8%" with a rate of 3.0.
 
 And one is lowered by twice the bias: a string value that starts as a word of JSON Schema's types
 ("string", "integer" ...), or as "json", where the request does not write that word. Those words are the
@@ -175,7 +178,8 @@ from llmproxy.backends._call_copy import CallCopy
 from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._listed_items import items_left
-from llmproxy.backends._list_continuation import (amounts, listed_names, name_lists, number_lists, number_words,
+from llmproxy.backends._list_continuation import (amounts, asks_for_several, listed_names, name_lists, number_lists,
+                                                  number_words,
                                                   numbers, numbers_in_order, percent_marks, uncalled, used_amounts,
                                                   worded_numbers, written_names)
 from llmproxy.common.word_overlap import content_words
@@ -381,6 +385,7 @@ class ValueGrounding:
         self._function = ""  # the function the call being written is to
         self._last_function = ""  # and the one the call before it was to
         self._copy = CallCopy()  # what the value being written would repeat of an earlier call
+        self._asks_for_several = asks_for_several(request)  # else a call repeated had best end the answer
         self._full_names = sorted(names)  # whole, as values a later call may take instead of a copy's
 
     def adjust(self, logits: np.ndarray) -> None:
@@ -527,6 +532,8 @@ class ValueGrounding:
         """Lower, by twice the bias, the tokens by which the value being written would make its call an earlier
         one again (llmproxy.backends._call_copy), where they do not go on as another value the argument may take
         does (``_values_for_key``)."""
+        if not self._asks_for_several:
+            return
         written = self._copy.value()
         copies = [copy for copy in self._copy.copied() if copy[:1] in _COPIED_STARTS and copy.startswith(written)]
         others = [value for value in self._values_for_key() if value not in copies and _goes_on_as(written, value)]
