@@ -751,7 +751,7 @@ class ValueGrounding:
     def _item_ends(self) -> bool:
         """Whether an item of an array has just been written whole: next is the separator or the array's end."""
         json = self._json
-        return (not json.in_string and len(json.open) > _ARGUMENTS_DEPTH and json.open[-1] == "["
+        return (not json.in_string and self._in_array()
                 and json.last not in "[," and (not self._in_number or self._number_is_whole()))
 
     def _end_array(self, logits: np.ndarray, bias: float) -> None:
@@ -775,7 +775,7 @@ class ValueGrounding:
         """Whether the string item being written (or the one just written, where the array's next token is
         to come) is an earlier one of its array, whole (case aside)."""
         json = self._json
-        if not json.open or json.open[-1] != "[" or len(json.open) <= _ARGUMENTS_DEPTH:
+        if not self._in_array():
             return False
         strings = [string.lower() for string in _STRING.findall(self._answer[self._array_start:])]
         if json.in_string and self._string_is_value:
@@ -786,7 +786,7 @@ class ValueGrounding:
         """Whether the number just written in the array being written ends a run of two or more of its
         numbers written twice in a row ([0.6, 0.8, 0.6, 0.8])."""
         json = self._json
-        if not self._in_number or json.in_string or json.open[-1:] != ["["] or len(json.open) <= _ARGUMENTS_DEPTH:
+        if not self._in_number or json.in_string or not self._in_array():
             return False
         items = _NUMBER_ITEM.findall(self._answer[self._array_start:])
         return any(items[-2 * run:-run] == items[-run:] for run in range(2, len(items) // 2 + 1))
