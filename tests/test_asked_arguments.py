@@ -33,6 +33,12 @@ def test_an_argument_is_asked_where_the_request_writes_a_value_of_its_enum():
         "mode": ("transit",), "amenities": ("Wi_Fi",)}
     assert asked_enums("Directions by transitway", enums) == {}  # a word of its own
     assert asked_enums("Size M, please", enums) == {}  # too short to tell
+    genotypes = {"genotype": ("AA", "Aa", "aa")}  # two characters: as written, a word of its own
+    assert asked_enums("The frequency of the genotypes AA and aa", genotypes) == {"genotype": ("AA", "aa")}
+    assert asked_enums("The frequency of AAA, Aaron's", genotypes) == {}
+    conditions = {"condition": ("New", "Like New", "Used")}  # "new" within "like new" is not asked on its own
+    assert asked_enums("A vintage game, like new", conditions) == {"condition": ("Like New",)}
+    assert asked_enums("A new game like new", conditions) == {"condition": ("New", "Like New")}
 
 
 @pytest.mark.parametrize(("request_text", "asked"), [

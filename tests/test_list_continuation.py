@@ -201,8 +201,9 @@ def test_a_date_is_a_value_of_its_own_however_a_call_writes_it():
 
 
 def test_numbers_are_listed_where_only_a_unit_and_the_lists_comma_or_and_stand_between():
-    assert number_lists("for 10, 20 and 30 years, at 5%") == [{"10", "20", "30"}]
-    assert number_lists("5m, 10m and $500 and $700") == [{"5", "10", "500", "700"}]
+    assert number_lists("for 10, 20 and 30 years, at 5%") == [("10", "20", "30")]
+    assert number_lists("5m, 10m and $500 and $700") == [("5", "10", "500", "700")]
+    assert number_lists("the data 7, 8, 7 and 9") == [("7", "8", "7", "9")]  # in order, each as often as written
     assert number_lists("the factorial of 5, the factorial of 7") == []  # words between: no list
 
 
@@ -214,6 +215,37 @@ def test_numbers_are_listed_where_only_a_unit_and_the_lists_comma_or_and_stand_b
 def test_calls_go_through_a_list_of_numbers_though_they_share_the_others(values, goes_on):
     # The first call used 1000, 5 % and 10; only 20 and 30 are left: fewer than it used, yet a list's.
     continuation = answer("An investment of $1000 at 5% for 10, 20 and 30 years.", *values)
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)
+    assert bool(logits[COMMA] > -np.inf) == goes_on
+
+
+@pytest.mark.parametrize(("values", "goes_on"), [
+    (['"s": "Seattle"'], True),  # of "Seattle and Chicago": Chicago is in no call yet
+    (['"s": "Seattle"', '"s": "Chicago"'], False),  # all of the list
+])
+def test_calls_go_through_a_list_of_names_though_each_function_asked_for_is_called(values, goes_on):
+    request_text = "Find the museum in Boston, then the best Seattle and Chicago restaurants."
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=-1.0, functions=("f", "g"))
+    written(continuation, "{", '"name": "g", "arguments": ', "{", '"s": "Boston"', "}}")
+    for value in values:
+        written(continuation, ",", " {", *call(value)[1:])
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)
+    assert bool(logits[COMMA] > -np.inf) == goes_on
+
+
+@pytest.mark.parametrize(("enum_values", "values", "goes_on"), [
+    ({"s": ("copper", "aluminum")}, ['"s": "copper"'], True),  # aluminum is in no call yet
+    ({"s": ("copper", "aluminum")}, ['"s": "copper"', '"s": "aluminum"'], False),  # both are
+    ({"s": ("copper",)}, ['"s": "copper"'], False),  # one value written: no list
+    ({}, ['"s": "copper"'], False),  # no enum
+    ({"a": ("20", "10")}, ['"a": [20, 10, 5]', '"a": [20, 10, 5]'], False),  # an array holds several itself
+])
+def test_calls_go_through_the_values_of_an_enum_the_request_writes(enum_values, values, goes_on):
+    request_text = "The resistance of the copper wire; the aluminum one's too, if you like."
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=-1.0, enum_values=enum_values)
+    written(continuation, *call(values[0]))
+    for value in values[1:]:
+        written(continuation, ",", " {", *call(value)[1:])
     logits = step(continuation, more=-30.0 if goes_on else 30.0)
     assert bool(logits[COMMA] > -np.inf) == goes_on
 

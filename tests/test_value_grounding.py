@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmproxy.backends._value_grounding import (ArgumentKinds, GroundingTokens, ValueGrounding, formatted_arguments,
-                                                whole_percentages)
+from llmproxy.backends._value_grounding import (ArgumentKinds, GroundingTokens, ValueGrounding, described_choices,
+                                                formatted_arguments, whole_percentages)
 from llmproxy.syntaxes.base import ChoosableFunction
 
 PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
@@ -531,6 +531,10 @@ def test_the_names_of_a_list_are_read_from_a_run_of_them_single_letters_too():
     text = "Chords C, F and G at 0°C. Weather in Seattle, Boston and Chicago, then in New York and Paris"
     assert name_lists(text, written_names(text)) == [
         frozenset({"c", "f", "g"}), frozenset({"seattle", "boston", "chicago"}), frozenset({"new york", "paris"})]
+    text = "Sculptures in Rome, Italy, and museums in Paris, Lyon"  # two with a comma alone: a place, its country
+    assert name_lists(text, written_names(text)) == []
+    text = "Parks with a Tennis Court and a Picnic Area"  # an article before a name of the list
+    assert name_lists(text, written_names(text)) == [frozenset({"tennis court", "picnic area"})]
 
 
 def test_a_names_rest_is_raised_along_the_pieces_the_tokenizer_writes_it_in():
@@ -563,3 +567,108 @@ def test_a_quoted_value_ends_with_its_quotation():
     assert changed_by(pieces, request, (pieces[0], "Strad")) == {"ivarius": 2 * BIAS}
     # An apostrophe that is no quotation's end: a possessive, as the request writes it, with the bias.
     assert changed_by(pieces, "Stradivarius's violins", (pieces[0], "Strad", "ivarius")) == {"'s": BIAS, "'": BIAS}
+
+
+def test_a_string_arguments_choices_quoted_in_its_description_are_its_enum():
+    function = ChoosableFunction("integrate", "", "", "", {"type": "object", "properties": {
+        "method": {"type": "string", "description": "Choices are 'trapezoid' or 'simpson'. Default is 'trapezoid'."},
+        "function": {"type": "string", "description": "The function, for example 'x^3'."},  # one: an example
+        "owner": {"type": "string", "description": "The user's name and the city's"},  # apostrophes
+        "mode": {"type": "string", "enum": ["fast", "exact"], "description": "'a' or 'b'"}}})  # its own enum
+    assert ArgumentKinds.of([function]).enums == {"method": ("trapezoid", "simpson"), "mode": ("fast", "exact")}
+    assert described_choices('Either "metric" or "imperial".') == ("metric", "imperial")
+    pieces = ['{"name": "integrate", "arguments": {"method": "', "s", "simpson", "tra", '"']
+    assert changed_by(pieces, "Integrate it using simpson method", pieces[:1],
+                      arguments=ArgumentKinds.of([function])) == {"s": BIAS, "simpson": BIAS, '"': -BIAS}
+
+
+def test_a_negative_number_guessed_starts_with_its_sign_at_twice_the_bias():
+    pieces = ['{"name": "f", "arguments": {"start": ', '{"name": "f", "arguments": {"start":', "-", " -", " ", "2"]
+    request = "the area from x = -2 to x = 3"
+    assert changed_by(pieces, request, pieces[:1]) == {"-": 2 * BIAS}  # the space written: its sign
+    assert changed_by(pieces, request, pieces[1:2]) == {"-": 2 * BIAS, " -": 2 * BIAS}  # " -": space and sign
+    assert changed_by(pieces, "the area from x = 2 to x = 3", pieces[:1]) == {"2": BIAS / 2}  # a guess as ever
+
+
+def test_a_later_call_goes_on_through_a_list_of_names_in_the_argument_that_had_one_and_stays_in_the_others():
+    pieces = ['{"name": "f", "arguments": {"location": "', "Paris", '", "food": "', "Italian", '"}}', ", ",
+              '{"name": "f", "arguments": {"location": "', "Chinese"]
+    request = "Tell me about the best Italian and Chinese restaurants in the area of Paris."
+    first = pieces[:6]
+    location = changed_by(pieces, request, (*first, pieces[6]))
+    assert location["Paris"] == BIAS and "Chinese" not in location  # Chinese goes with Italian, not with Paris
+    assert changed_by(pieces, request, (*first, pieces[6], "Paris", pieces[2]))["Chinese"] == BIAS
+
+
+OPTIONAL = {"type": "object", "properties": {
+    "amount": {"type": "integer"}, "rate": {"type": "number"}, "compound_freq": {"type": "integer"},
+    "frequency": {"type": "string", "enum": ["monthly", "yearly"]}}, "required": ["amount", "rate"]}
+
+
+@pytest.mark.parametrize(("request_text", "closes"), [
+    ("Interest on 1500 at a rate of 2.5%", True),  # every number is in the call: none for compound_freq
+    ("Interest on 1500 at a rate of 2.5%, compounded 4 times", False),  # a number is left, and asked for
+    ("Interest on 1500 at a rate of 2.5%, paid yearly", False),  # the enum's value is written
+])
+def test_optional_arguments_the_request_holds_no_value_for_are_left_out(request_text, closes):
+    pieces = ['{"name": "f", "arguments": {"amount": 1500, "rate": 2.5', "}", ", "]
+    arguments = ArgumentKinds.of([ChoosableFunction("f", "", "", "", OPTIONAL)])
+    changed = changed_by(pieces, request_text, pieces[:1], arguments=arguments)
+    # (the number, whole, raises its end: either)
+    assert (changed.get("}", 0.0) - changed.get(", ", 0.0) == 2 * BIAS) == closes
+
+
+def test_a_later_call_takes_an_enums_value_the_request_writes_that_no_call_holds_yet_first():
+    pieces = ['{"name": "f", "arguments": {"metal": "', "copper", '"}}', ", ", "aluminum", "a", "c"]
+    arguments = ArgumentKinds(enums={"metal": ("copper", "aluminum", "iron")})
+    request = "The resistance of a wire of copper and aluminum"
+    empty = {'"}}': -BIAS}  # (an empty value is lowered)
+    assert changed_by(pieces, request, pieces[:1], arguments=arguments) == {
+        "copper": BIAS, "aluminum": BIAS, "a": BIAS, "c": BIAS, **empty}
+    assert changed_by(pieces, request, (*pieces[:4], pieces[0]), arguments=arguments) == {
+        "aluminum": BIAS, "a": BIAS, "copper": -2 * BIAS, "c": -2 * BIAS, **empty}  # (a copy of the call before)
+
+
+def test_past_the_requests_last_number_the_guess_is_the_first_no_value_holds_yet():
+    pieces = ['{"name": "f", "arguments": {"year": ', "2020", "}}", ", ", "2", "20", "201", "2015"]
+    request = "Turtles of the Galapagos Islands in 2015, then the same for the year 2020"
+    first = (pieces[0], "2020", "}}", ", ")  # the year's words stand beside 2020: the first call took it
+    year = ArgumentKinds(numbers=frozenset({"year"}))
+    assert changed_by(pieces, request, (*first, pieces[0]), arguments=year) == {
+        "2": BIAS, "20": BIAS, "201": BIAS, "2015": BIAS, "2020": -2 * BIAS}  # (2020 again: a copy, lowered)
+    # A number a string value holds is held: "World War 2" leaves no number to guess.
+    pieces = ['{"name": "f", "arguments": {"event": "World War 2", "number": ', "2", "1"]
+    assert changed_by(pieces, "The important figures of World War 2", pieces[:1],
+                      arguments=ArgumentKinds(numbers=frozenset({"number"}))) == {}
+
+
+def test_an_array_of_numbers_goes_on_through_a_list_that_writes_a_number_twice():
+    start = '{"name": "f", "arguments": {"a": ['
+    request = "the histogram of 3, -2, 3 and 1"
+    changed = changed_by(LIST_PIECES, request, (start, "3", ", ", "-2", ", ", "1"))
+    assert changed[", "] > changed["]"]  # 3 is written once of twice: the list goes on
+    changed = changed_by(LIST_PIECES, request, (start, "3", ", ", "-2", ", ", "3", ", ", "1"))
+    assert changed["]"] == max(changed.values())  # all of it: the array ends
+
+
+def test_a_string_value_does_not_go_on_as_its_arguments_own_name_where_the_request_does_not_write_it():
+    pieces = ['{"name": "get_stock_info", "arguments": {"detail_level": "', "detail", "_level", "ed", '"']
+    assert changed_by(pieces, "Give me detail information about Apple", pieces[:2]) == {"_level": -BIAS}
+    assert changed_by(pieces, "Set the detail level to high", pieces[:2]) == {}  # the request writes it
+    pieces = ['{"name": "get_stock_info", "arguments": {"detail_level": "', "detailed", "_detail", "_"]
+    assert changed_by(pieces, "Give me detail information about Apple", pieces[:2]) == {"_detail": -BIAS}
+
+
+def test_an_array_of_an_enums_values_goes_through_the_list_of_them_its_call_asks_for():
+    arguments = ArgumentKinds(enums={"amenities": ("Tennis Court", "Picnic Area", "Playground", "Running Track")})
+    request = ("Parks with a Tennis Court and a Picnic Area, then with a Playground and Running Track, and then "
+               "with a Tennis Court and a Playground")
+    pieces = ['{"name": "f", "arguments": {"amenities": ["', "Tennis Court", "Picnic Area", "Playground",
+              "Running Track", '", "', '"]}}, ', '"', '"]', "P", "R", "T"]
+    first = (pieces[0], "Tennis Court", '", "')
+    # a list of the request's, whole, ends the array, though the enum has more values the request writes
+    assert changed_by(pieces, request, (*first, "Picnic Area"), arguments=arguments)['"]'] == BIAS
+    # the third call: of the lists that go on from "Tennis Court", the one no array holds yet
+    third = (*first, "Picnic Area", '"]}}, ', pieces[0], "Playground", '", "', "Running Track", '"]}}, ', *first)
+    assert {piece for piece, change in changed_by(pieces, request, third, arguments=arguments).items()
+            if change > 0} == {"Playground", "P"}

@@ -30,7 +30,9 @@ _SWITCH_WORDS = frozenset(content_words(
 _NEGATION = re.compile(r"\b(?:not|no|without|never|exclude|excluding|less|nor|neither|\w+n't)\b", re.IGNORECASE)
 _NEGATION_REACH = 4  # words before a name word that a negation of it stands in
 _WORD = re.compile(r"[A-Za-z']+")
-_MIN_ENUM_VALUE = 3  # characters of an enum value before the request writing it counts ("a" is in every text)
+# Characters of an enum value before the request writing it (in any case) counts: "a" is in every text. One
+# character shorter, it counts where the request writes it as it is, a word of its own.
+_MIN_ENUM_VALUE = 3
 
 
 def asked_true(request: str, arguments: Collection[str]) -> frozenset[str]:
@@ -56,8 +58,27 @@ def asked_numbers(arguments: Collection[str], number_words: Sequence[frozenset[s
 
 def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
     """The arguments with enums (``enums``: by name, their values) that the request writes values of (in any
-    case, an underscore as a space), and those values."""
-    text = request.lower()
-    asked = {argument: tuple(value for value in values if len(value) >= _MIN_ENUM_VALUE and re.search(
-        rf"\b{re.escape(value.lower().replace('_', ' '))}\b", text)) for argument, values in enums.items()}
-    return {argument: values for argument, values in asked.items() if values}
+    case, an underscore as a space; a value of two characters as it is: "AA", "Aa" and "aa" are three
+    genotypes), and those values; not one the request writes only within another it writes ("new" of "like
+    new")."""
+    asked = {}
+    for argument, values in enums.items():
+        written = [value for value in values if _writes(request, value)]
+        if written := [value for value in written if not any(_within(value, other, request) for other in written)]:
+            asked[argument] = tuple(written)
+    return asked
+
+
+def _within(value: str, other: str, request: str) -> bool:
+    """Whether each time the request writes the enum value ``value`` it writes the longer ``other`` around it."""
+    text, inner, outer = request.lower(), value.lower(), other.lower()
+    return inner != outer and inner in outer and text.count(inner) <= text.count(outer) * outer.count(inner)
+
+
+def _writes(request: str, value: str) -> bool:
+    """Whether the request writes an enum's ``value`` (``asked_enums``)."""
+    if len(value) < _MIN_ENUM_VALUE - 1:
+        return False
+    if len(value) < _MIN_ENUM_VALUE:
+        return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", request) is not None
+    return re.search(rf"\b{re.escape(value.lower().replace('_', ' '))}\b", request.lower()) is not None

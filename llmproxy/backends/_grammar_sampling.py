@@ -28,6 +28,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 
+from llmproxy.backends._asked_arguments import asked_enums
 from llmproxy.backends._call_draft import CallDraft, CallStyle
 from llmproxy.backends._choice_sampling import ChoosingSampler, call_starts
 from llmproxy.backends._function_ranking import FunctionRanker, Judgement
@@ -111,8 +112,9 @@ class GrammarCheckedLlama(Llama):
             vocab = self._model.vocab
             ends = {token for token in range(self.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, token)}
             tokens = self._list_tokens[choice.separator] = ListTokens.of(self._pieces, ends, choice.separator)
+        enum_values = asked_enums(choice.request, ArgumentKinds.of(choice.functions).enums)
         return ListContinuation(tokens, self._pieces, choice.request, choice.continue_bias, choice.asked_functions,
-                                len(choice.functions))
+                                len(choice.functions), enum_values)
 
     def _value_grounding(self, choice: GrammarChoice) -> ValueGrounding:
         """What holds a chosen call's values to its request, with this model's tokens (looked up once)."""

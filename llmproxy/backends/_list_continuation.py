@@ -9,7 +9,10 @@ was asked; where it goes on, it writes calls nobody asked for. So:
 First, a list's items: where a string value of the last call, other than one of the request's names, is
 followed in the request by items of a list that no call holds yet (llmproxy.backends._listed_items:
 "copper" of "the resistivity of copper and aluminum"), another call follows, whatever else the request
-says: such items are plain words as often as names, which the rules below do not see. So does one while
+says: such items are plain words as often as names, which the rules below do not see. So does one where
+the last call gave an argument a value of its enum (or of the choices its description quotes) that the
+request writes with others of them, and one of those is in no call yet ("the last six months, the last
+year, and the last five years"). So does one while
 there are fewer calls than the tasks or cases the request counts out ("The first car ... The second car
 ...": ``counted_steps``): there are at least that many calls in 106 of the 108 parallel and
 parallel_multiple answers of BFCL whose requests count so; of its simple_python, multiple and irrelevance
@@ -36,6 +39,9 @@ as often as the request writes it (the 1 of "5, 6 and 1, then 3, 2 and 1" twice)
 
 - the last call used some numbers of a list the request writes ("for 10, 20 and 30 years"), not all, and
   one of the list is in no call yet: the calls go through the list, and another follows;
+- the last call used a name of a list of names the request writes that no call before used, and a name of
+  that list is in no call yet: the same, even once each function asked for is called ("the exhibitions of
+  the Louvre, then the best Italian and Chinese restaurants": a restaurant call for each);
 - the last call used values of a kind not used before, and at least as many of that kind are in no call
   yet: the calls are still covering the request (a call for each of Seattle, Boston and Chicago), and
   another follows; where the request says it asks for several, any value of the kind in no call yet will
@@ -64,7 +70,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,7 +110,9 @@ _ASKS_FOR_SEVERAL = re.compile(
 # first car ..., the second car ..."); "lastly" and "finally" count as one more.
 _ORDINAL = re.compile(r"\b(?:(first|second|third|fourth|fifth|sixth)(?:ly)?|(lastly|finally))\b", re.IGNORECASE)
 _LETTER = re.compile(r"(?<![\w°])[A-Z](?!\w)")  # a capital letter on its own (not the C of 0°C)
-_LISTED_NEXT = re.compile(r",\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+")  # what stands between two names of a list
+# What stands between two names of a list: its comma or "and", and an article perhaps ("a Tennis Court and a
+# Picnic Area").
+_LISTED_NEXT = re.compile(r"(?:,\s*(?:and\s+|&\s+)?|\s+(?:and|&)\s+)(?:(?:a|an|the)\s+)?")
 _LISTED_NUMBERS = re.compile(r"\d[\d.,]*\s*\w{0,12}\s*(?:,|and|&)\s*\d")  # "5 and 10", "5m, 10m"
 _WORD = re.compile(r"[A-Za-z]+")
 _CLAUSE_END = re.compile(r"[,;:!?]|\.(?!\d)")  # a number's words are its clause's
@@ -159,9 +167,9 @@ def percent_marks(text: str) -> list[bool]:
     return [_PERCENT_AFTER.match(text, found.end()) is not None for found in _NUMBER.finditer(text)]
 
 
-def number_lists(text: str) -> list[frozenset[str]]:
+def number_lists(text: str) -> list[tuple[str, ...]]:
     """The lists of numbers ``text`` writes ("for 10, 20 and 30 years"), each as the values of its numbers
-    (``amounts``)."""
+    (``amounts``), in order."""
     lists, run, end = [], [], -1
     for found in _NUMBER.finditer(text):
         if not (run and _BETWEEN_LISTED_NUMBERS.fullmatch(text, end, found.start())):
@@ -170,7 +178,7 @@ def number_lists(text: str) -> list[frozenset[str]]:
         run.append(f"{float(_digits(found, text)):.12g}")
         end = found.end()
     lists.append(run)
-    return [frozenset(values) for values in lists if len(set(values)) > 1]
+    return [tuple(values) for values in lists if len(set(values)) > 1]
 
 
 def amounts(text: str) -> Counter[str]:
@@ -222,8 +230,9 @@ def listed_names(request: str, names: set[str]) -> frozenset[str]:
 
 def name_lists(request: str, names: set[str]) -> list[frozenset[str]]:
     """The lists of ``names`` the request writes ("Seattle, Boston and Chicago"), each as its names lower-cased:
-    a run of names, each but the first after another as a list does. A single capital letter is a name here
-    ("C, F and G"), though not on its own (``written_names``)."""
+    a run of names, each but the first after another as a list does, but not two with a comma alone between
+    ("Rome, Italy"). A single capital letter is a name here ("C, F and G"), though not on its own
+    (``written_names``)."""
     at: dict[int, str] = {}  # the longest name that starts at each place
     for name in names | set(_LETTER.findall(request)):
         for found in re.finditer(re.escape(name), request):
@@ -233,12 +242,13 @@ def name_lists(request: str, names: set[str]) -> list[frozenset[str]]:
     for start in sorted(at):
         if start in inside:
             continue
-        run, end = [at[start]], start + len(at[start])
+        run, end, joints = [at[start]], start + len(at[start]), []
         while (between := _LISTED_NEXT.match(request, end)) is not None and between.end() in at:
             inside.add(between.end())
             run.append(at[between.end()])
+            joints.append(between.group().strip())
             end = between.end() + len(run[-1])
-        if len(run) > 1:
+        if len(run) > 2 or joints and joints[-1] != ",":  # "Rome, Italy" is a place and its country
             lists.append(frozenset(name.lower() for name in run))
     return lists
 
@@ -301,19 +311,23 @@ class ListContinuation:
     step, before the token is drawn)."""
 
     def __init__(self, tokens: ListTokens, pieces: Sequence[str], request: str, bias: float,
-                 functions: Collection[str] = (), offered: int = 1) -> None:
+                 functions: Collection[str] = (), offered: int = 1,
+                 enum_values: Mapping[str, Sequence[str]] | None = None) -> None:
         self._tokens = tokens
         self._pieces = pieces
         undated = without_dates(request)  # a date is a value of its own, not numbers and a name
         self._dates = Counter(written_dates(request))
         self._numbers = amounts(undated)
-        self._number_lists = number_lists(undated)
+        self._number_lists = [frozenset(listed) for listed in number_lists(undated)]
         self._names = names(undated)
+        self._name_lists = name_lists(undated, written_names(undated))
         self._request = request
         self._asks_for_several = asks_for_several(request)
         self._steps = counted_steps(request)
         self._bias = bias
         self._functions = functions  # the functions the request asks a call to each of
+        # the arguments of which the request writes two values of their enum or more, and those values
+        self._enum_lists = {key: values for key, values in (enum_values or {}).items() if len(values) > 1}
         self._one_call = not self._asks_for_several and (offered > 1 or not (
             listed_names(undated, written_names(undated)) or _LISTED_NUMBERS.search(undated)
             or self._dates.total() > 1))
@@ -362,7 +376,7 @@ class ListContinuation:
         *earlier_calls, last_call = self._calls
         if last_call in earlier_calls:
             return -1
-        if self._items_left(last_call) or len(self._calls) < self._steps:
+        if self._items_left(last_call) or self._enum_list_goes_on() or len(self._calls) < self._steps:
             return 1
         if self._one_call:
             return -1
@@ -370,6 +384,8 @@ class ListContinuation:
             return 1
         several_functions = len(self._functions) > 1  # and each is called: a call more is one of them again
         if not several_functions and self._list_goes_on():
+            return 1
+        if self._names_list_goes_on():
             return 1
         if not (self._numbers or self._names or self._dates):
             return 0
@@ -393,6 +409,26 @@ class ListContinuation:
         return any(items_left(self._request, value, held) for value in _argument_strings(call)
                    if value.lower() not in self._names)
 
+    def _enum_list_goes_on(self) -> bool:
+        """Whether the last call gave an argument a value of its enum that the request writes with others
+        and no call before gave it, and one of those others is in no call yet ("the precipitation for the
+        last six months, the last year, and the last five years": a call each)."""
+        *before, last = [_arguments_of(call) for call in self._calls]
+        for key, values in self._enum_lists.items():
+            value = last.get(key)  # (an array holds several of the values itself: no call each)
+            earlier = {arguments.get(key) for arguments in before if isinstance(arguments.get(key), str)}
+            if isinstance(value, str) and value in values and value not in earlier and set(values) - earlier - {value}:
+                return True
+        return False
+
+    def _names_list_goes_on(self) -> bool:
+        """Whether the last call used a name of a list of names the request writes that no call before used,
+        and a name of that list is in no call yet: the calls go through the list ("the best Italian and Chinese
+        restaurants", a call each)."""
+        *before, last = [names_in(call, self._names) for call in self._calls]
+        new, held = last - set().union(*before), last.union(*before)
+        return any(new & listed and listed - held for listed in self._name_lists)
+
     def _list_goes_on(self) -> bool:
         """Whether the last call used some of a list of numbers the request writes, not all, and a number of
         that list is in no call yet: the calls go through the list ("10, 20 and 30 years", a call each)."""
@@ -402,14 +438,19 @@ class ListContinuation:
 
 
 def _argument_strings(call: str) -> list[str]:
-    """The string values of the arguments of a call's JSON text (its object's objects' string members;
-    none where it does not read as JSON): not an array's items, which are one value."""
+    """The string values of the arguments of a call's JSON text: not an array's items, which are one value."""
+    return [value for value in _arguments_of(call).values() if isinstance(value, str)]
+
+
+def _arguments_of(call: str) -> dict[str, object]:
+    """The arguments of a call's JSON text (its object's objects' members; none where it does not read as
+    JSON)."""
     try:
         found = json.loads(call)
     except ValueError:
-        return []
+        return {}
     objects = [value for value in found.values() if isinstance(value, dict)] if isinstance(found, dict) else []
-    return [value for arguments in objects for value in arguments.values() if isinstance(value, str)]
+    return {key: value for arguments in objects for key, value in arguments.items()}
 
 
 def asks_for_several(request: str) -> bool:

@@ -49,7 +49,19 @@ of the first such one as it is written; a boolean asked for gets it on true
 (``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
 not, or left it out), an enum asked for is one whose value the request writes ("by public transit"), and
 its value is that one, from the first character (SmolLM2 wrote the "Wi-Fi" its description names as the
-default for "a sushi restaurant with a patio").
+default for "a sushi restaurant with a patio"). A string argument whose description quotes two values or
+more ("Choices are 'trapezoid' or 'simpson'") has those as its enum: of the values of BFCL's non-live
+answers for such arguments, where the request writes one of the quoted values, 127 of 138 are one it
+writes (SmolLM2 wrote the description's default, "trapezoid", for "... using simpson method"). Those
+that no value holds yet come first: "aluminum" in the call after "copper" for "the resistivity of copper
+and aluminum".
+
+An argument the request holds no value for is left out: after a value, where each argument after it in
+its function's order is optional, not asked for, and either a number while the call holds each of the
+request's numbers, or one with an enum none of whose values the request writes, the end of the arguments
+gets the bias, and the separator is lowered by as much (SmolLM2 gave ``compound_freq`` 2 for "... at an
+annual interest rate of 2.5%", ``min_humidity`` 65 for "the humidity in Miami in the upcoming 7 days").
+Booleans and other strings are left to the model: a request may well say theirs in other words.
 
 An array of strings ends at its first item that repeats an earlier one: its end gets twice the bias, going
 on is lowered by as much. None of the 252 arrays of strings in BFCL's answers (the live ones too) holds one
@@ -68,13 +80,16 @@ no number in digits, 19 of 26 are that word's number.
 
 An array of numbers goes through a list of numbers the request writes (llmproxy.backends._list_continuation.
 number_lists: "coefficients 3, -2 and 1"): after each item, while its items are some of such a list, the
-separator gets the bias, and once they are all of it, the array's end (95 of the 109 arrays of numbers in
-BFCL's non-live answers are such a list, whole; SmolLM2 wrote "[0.7, 0.8, 0.9, 1.3, 2.4, ...]" for "0.7,
-0.8, and 0.9"). An array of an enum's values goes on until it holds those the request writes, and ends
-there (["Patio"] for "with a patio", where SmolLM2 went on through the enum: "Wi-Fi", "Happy Hour" ...).
-So does an array of strings once it holds all the names of a list the request writes ("a progression of C,
-F and G", where SmolLM2 went on to ["C", "F", "G", "C"]): of the 31 arrays of strings in BFCL's non-live
-answers that hold a name of such a list, 24 are all its names and nothing more, 1 holds them and more.
+separator gets the bias, and once they are all of it (a number it writes twice, twice), the array's end (95
+of the 109 arrays of numbers in BFCL's non-live answers are such a list, whole; SmolLM2 wrote "[0.7, 0.8,
+0.9, 1.3, 2.4, ...]" for "0.7, 0.8, and 0.9"). An array of an enum's values goes on until it holds those
+the request writes, and ends there (["Patio"] for "with a patio", where SmolLM2 went on through the enum:
+"Wi-Fi", "Happy Hour" ...). So does an array of strings once it holds all the names of a list the request
+writes ("a progression of C, F and G", where SmolLM2 went on to ["C", "F", "G", "C"]): of the 31 arrays of
+strings in BFCL's non-live answers that hold a name of such a list, 24 are all its names and nothing more,
+1 holds them and more. That comes first, for an enum's values too, and an array that holds some of such a
+list goes on with the rest of it, of a list no array before holds where one is ("parks with a Tennis Court
+and a Picnic Area ..., and with a Tennis Court and a Playground": SmolLM2 wrote all four in each call).
 
 A string value that is the first word or words of a name of two words or more that the request writes
 ("Manchester" of "Manchester United") goes on as the name does with twice the bias: SmolLM2 wrote
@@ -105,7 +120,9 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   the request lists, so a name no call holds yet ("Vegan Salad" for the second call's dish after the
   first's "Chicken Noodle Soup") gets the whole bias, and once begun, the value goes on as such a name
   does, not as others the request writes ("dataset2" after the first call's "dataset1", where SmolLM2
-  went from "dataset" to the "1" again);
+  went from "dataset" to the "1" again) - less the names listed with a value the call before gave another
+  argument ("the best Italian and Chinese restaurants in the area of Paris": the location stays Paris, the
+  food goes on from Italian to Chinese; SmolLM2 wrote the location "Chinese");
 - a value's first token, where it begins the request's next number in reading order: the one after the
   number the answer's last number value was (the first, before any): a request names its values in
   the order the calls take them far more often than not ("coefficients 5, 6 and 1 ..., then 3, 2 and 1":
@@ -128,7 +145,10 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   argument whose schema describes a percentage (and no decimal or fraction): in BFCL's answers, 69 of 81
   percentages are fractions for the first kind, 16 of 22 written as the request does for the second.
   Such a fraction's start gets the whole bias: at half, SmolLM2 still wrote 5 for 5 % in 11 of the 14
-  such values of the last release's BFCL run where it wrote one;
+  such values of the last release's BFCL run where it wrote one. So does a negative number's sign, twice
+  over, and as " -" where no space is written yet: a digit first can be no negative number (of the number
+  values of BFCL's non-live answers whose requests write them negative, 23 of 23 are negative; SmolLM2
+  wrote 2 for "from x = -2" against the whole bias, and once a space is written, "2" is 14 nats above "-");
 - the end of a string value that is a whole name the request lists with others ("New York, Los Angeles
   and Tokyo"): one call each, where a small model writes the list into one value;
 - the separator after an argument's value, while numbers of the request are in none of the answer's
@@ -140,7 +160,9 @@ number values of BFCL's non-live answers, 12 repeat another of their call's. So 
 the function's name, from its start or from a word's. Drawn without a repetition penalty
 (llmproxy.backends.base.CALL_PENALTIES), SmolLM2 gave "variant" the "Manchester United" it had just
 given "player_name", "category" the name of the function called, and "name" "Louvre_Museum_get_hours"
-in a call to ``museum_get_hours``.
+in a call to ``museum_get_hours``. So is one that goes on as its argument's own name, where the request
+does not write that: SmolLM2 gave ``detail_level`` the value "detail_level" for "Give me detail information
+about stocks of Apple Inc." (of the 3,505 string values BFCL's non-live answers accept, 1 begins so).
 
 A later call that so far is an earlier one, writing that one's last argument, is held off that one's value
 (llmproxy.backends._call_copy): the tokens that go on as it does are lowered by twice the bias, but not
@@ -149,8 +171,9 @@ request's numbers or names), and nothing where no other goes on from what is wri
 SmolLM2 wrote "$6,000,000 ... 2,500,000 shares" a second time for "... keeping 2,000,000 shares", and the
 repeated call ended the answer. A boolean is left alone: of BFCL's 124 such last values, 7 are booleans,
 and in a 50-case run (parallel, seed 34) SmolLM2, held off ``true``, went on to a call nobody asked for
-with ``false`` twice, where the repeated call had ended the answer. So is a call of a request that does
-not say it asks for several things (llmproxy.backends._list_continuation.asks_for_several): there, a
+with ``false`` twice, where the repeated call had ended the answer. So is a call of a request that
+neither says it asks for several things (llmproxy.backends._list_continuation.asks_for_several) nor lists
+names or values of one enum ("the last six months, the last year, and the last five years"): there, a
 call repeated is a call too many, and held off the copy SmolLM2 wrote a second call to the NPV of "cash
 flows ... discounted at 8%" with a rate of 3.0.
 
@@ -168,6 +191,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -215,6 +239,11 @@ _WORD_BREAKS = " _-."  # where a word of a string value may begin: after these
 _POSSESSIVE = re.compile(r"'s?$")  # "Albert Einstein's" names Albert Einstein
 _PLURAL_END = re.compile(r"e?s\b")  # what a plural adds to a word: a value may well be the singular
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')  # a JSON string's text (escapes as written)
+_ARRAY = re.compile(r"\[([^\[\]]*)\]")  # an array's items (of an array that holds none)
+# A value a description quotes (a choice: "'trapezoid' or 'simpson'"). Of the string values of BFCL's non-live
+# answers for arguments whose descriptions quote two or more, where the request writes one of those, 127 of
+# 138 are one the request writes.
+_QUOTED_CHOICE = re.compile(r"(?<!\w)'([^'\n]{1,30})'(?!\w)|\"([^\"\n]{1,30})\"")
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
 _FORMAT = re.compile(r"\bformat|\b(?:e\.g\.|such as|for example)[^.]*\w, \w", re.IGNORECASE)
 
@@ -300,7 +329,8 @@ def _typed(functions: Sequence[ChoosableFunction], type_name: str) -> frozenset[
 
 def _enums(functions: Sequence[ChoosableFunction]) -> dict[str, tuple[str, ...]]:
     """The string values of each argument's enum (or its items' enum), for the arguments of ``functions``
-    that have one."""
+    that have one; for a string argument without one, the values its description quotes, where it quotes
+    two or more (``described_choices``)."""
     found = {}
     for function in functions:
         for name, schema in _properties(function).items():
@@ -308,7 +338,18 @@ def _enums(functions: Sequence[ChoosableFunction]) -> dict[str, tuple[str, ...]]
             enum = schema.get("enum") or (items.get("enum") if isinstance(items, dict) else None)
             if isinstance(enum, list) and (values := tuple(value for value in enum if isinstance(value, str))):
                 found[name] = values
+            elif schema.get("type") == "string" and (values := described_choices(schema.get("description"))):
+                found[name] = values
     return found
+
+
+def described_choices(description: object) -> tuple[str, ...]:
+    """The values a string argument's description quotes ("Choices are 'trapezoid' or 'simpson'"), where it
+    quotes two or more: its choices as an enum would name them."""
+    if not isinstance(description, str):
+        return ()
+    quoted = dict.fromkeys(single or double for single, double in _QUOTED_CHOICE.findall(description))
+    return tuple(quoted) if len(quoted) > 1 else ()
 
 
 def _properties(function: ChoosableFunction) -> dict[str, dict]:
@@ -352,7 +393,7 @@ class ValueGrounding:
         self._worded = worded_numbers(undated)  # the numbers written as words, with the words around each
         numbered = asked_numbers(self._arguments_are.numbers, [*self._number_words, *(w for _, w in self._worded)])
         self._asked = self._true | frozenset(self._enum_values) | numbered  # arguments to write
-        self._number_lists = number_lists(undated)
+        self._number_lists = [Counter(listed) for listed in number_lists(undated)]  # a number as often as written
         self._array_start = 0  # where in ``_answer`` the last array opened
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
         self._numbers_of: dict[str, set[str]] = {}  # the number values written for each argument so far
@@ -385,7 +426,11 @@ class ValueGrounding:
         self._function = ""  # the function the call being written is to
         self._last_function = ""  # and the one the call before it was to
         self._copy = CallCopy()  # what the value being written would repeat of an earlier call
-        self._asks_for_several = asks_for_several(request)  # else a call repeated had best end the answer
+        # Whether the request asks for several things, in words or by listing names, or values of one enum
+        # ("the last six months, the last year, and the last five years"): else a call repeated had best end
+        # the answer.
+        self._asks_for_several = (asks_for_several(request) or bool(self._name_lists)
+                                  or any(len(values) > 1 for values in self._enum_values.values()))
         self._full_names = sorted(names)  # whole, as values a later call may take instead of a copy's
 
     def adjust(self, logits: np.ndarray) -> None:
@@ -410,6 +455,9 @@ class ValueGrounding:
             rests = [date[len(self._value):] for date in dates if date.startswith(self._value)]
             if len(self._value) >= _SURE_DATE:
                 bias = 2 * self._bias  # "2023-04-08", not "2023-04-8"
+        elif in_value and self._in_array() and self._holds_a_name_list(self._value):
+            self._end_array(logits, bias)  # "C", "F", "G" of "a progression of C, F and G": whole
+            return
         elif in_value and (values := self._enum_values.get(self._key)):
             if self._value in values:  # whole: it ends; in an array, so does the array where it holds them all
                 if self._json.open[-1] != "[":
@@ -419,10 +467,11 @@ class ValueGrounding:
                 else:
                     logits[self._closers_then(",")] += bias
                 return
-            rests = [value[len(self._value):] for value in values if value.startswith(self._value)]
-        elif in_value and self._in_array() and self._holds_a_name_list(self._value):
-            self._end_array(logits, bias)  # "C", "F", "G" of "a progression of C, F and G": whole
-            return
+            fitting = [value for value in values if value.startswith(self._value)]
+            before = self._answer[:len(self._answer) - len(self._value)]
+            unused = [value for value in fitting if json.dumps(value) not in before]  # "aluminum" after "copper"
+            listed = [value for value in fitting if value.lower() in self._list_going_on()]
+            rests = [value[len(self._value):] for value in listed or unused or fitting]
         elif in_value and self._value.lower() in self._listed:
             logits[self._closers] += self._bias / 2
             return
@@ -449,7 +498,7 @@ class ValueGrounding:
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
             if self._names_go_on():
-                rests = self._unused_names(self._answer)
+                rests = self._names_going_on()
             elif items := self._items_left():
                 rests, bias = items[:1], 2 * self._bias  # at the bias, SmolLM2 copied the last call's item
             else:
@@ -480,12 +529,21 @@ class ValueGrounding:
             place = self._guess_place()
             sure = self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
+            if rests[0].startswith("-"):  # a digit first could be none of the request's negative numbers
+                bias = 2 * self._bias
+                spaced = self._token_of.get(" -")  # too: once a space is written, SmolLM2 holds to digits
+                if spaced is not None and not self._answer[-1:].isspace():
+                    logits[spaced] += bias
         elif self._argument_ends() and (self._last_call_went_on() or self._asked_ahead()):
             logits[self._separators] += bias
             logits[self._object_closers] -= bias  # the arguments' end: SmolLM2 closes them against the bias alone
             return
         elif self._argument_ends() and self._amounts - used_amounts(self._answer, self._amounts):
             logits[self._separators] += self._bias / 2
+            return
+        elif self._argument_ends() and self._only_unheld_ahead():
+            logits[self._object_closers] += bias  # "compound_freq": 2 for "... rate of 2.5%": nobody asked
+            logits[self._separators] -= bias
             return
         else:
             return
@@ -509,8 +567,9 @@ class ValueGrounding:
 
     def _lower_repeated_values(self, logits: np.ndarray) -> None:
         """Lower, by the bias, the tokens by which a string value would go on as another of the call's argument
-        values does (its end, where it is that value whole), unless the request writes that value twice; or as
-        the function's name does, from the value's start or from a word's (the module's docstring says why)."""
+        values does (its end, where it is that value whole), unless the request writes that value twice; as
+        the function's name does, from the value's start or from a word's; or as its argument's name does,
+        where the request does not write that (the module's docstring says why)."""
         json = self._json
         if not (json.in_string and self._string_is_value and len(json.open) >= _ARGUMENTS_DEPTH):
             return
@@ -525,6 +584,12 @@ class ValueGrounding:
                 if (written[start:] or not start) and self._function.lower().startswith(written[start:].lower()):
                     lowered.update(self._tokens_starting(self._function[len(written) - start:]))
                     break
+        key = self._key  # its own name, where the request does not write it: "detail" + "_level"
+        if written and key.lower().replace("_", " ") not in self._lowered_text:
+            if key.lower().startswith(written.lower()):
+                lowered.update(self._tokens_starting(key[len(written):]))
+            elif written[-1:].isalnum():  # or as a word of its own after the value's: "detailed" + "_detail_level"
+                lowered.update(token for token in self._tokens_starting("_" + key) if len(self._pieces[token]) > 1)
         if lowered:
             logits[list(lowered)] -= self._bias
 
@@ -622,6 +687,21 @@ class ValueGrounding:
         after = order[order.index(self._key) + 1:] if self._key in order else order
         return [name for name in after if name in self._asked and name not in self._arguments]
 
+    def _only_unheld_ahead(self) -> bool:
+        """Whether the call's function has arguments after the last one written, and each is optional and one
+        the request holds no value for: a number, where the call holds each of the request's numbers, or one
+        with an enum (or choices its description quotes) none of whose values the request writes. Booleans
+        and other strings are left to the model: the request may well hold theirs in other words."""
+        kinds = self._arguments_are
+        order = kinds.orders.get(self._function, ())
+        if self._key not in order:
+            return False
+        after = [name for name in order[order.index(self._key) + 1:] if name not in self._arguments]
+        numbers_left = self._amounts - used_amounts(self._answer[self._call_start:], self._amounts)
+        return bool(after) and all(
+            name not in kinds.required and name not in self._asked and name not in kinds.booleans
+            and ((name in kinds.numbers and not numbers_left) or name in kinds.enums) for name in after)
+
     def _last_call_went_on(self) -> bool:
         """Whether the call before this one, to the same function, gave an argument this one has not yet."""
         return self._function == self._last_function and not self._last_call.keys() <= self._arguments.keys()
@@ -637,8 +717,16 @@ class ValueGrounding:
         """The rest of each of the request's names that the string value written so far begins and no value
         of the answer holds yet (``_unused_names``)."""
         written = self._value
-        return [name[len(written):] for name in self._unused_names(self._answer)
+        return [name[len(written):] for name in self._names_going_on()
                 if name.startswith(written) and len(name) > len(written)]
+
+    def _names_going_on(self) -> list[str]:
+        """The names the argument being written may go on to from the call before's (``_unused_names``), less
+        those listed with another argument's value in that call: the best "Italian and Chinese" restaurants
+        in Paris go on from Italian to Chinese, and stay in Paris."""
+        others = {value.lower() for key, value in self._last_call.items() if key != self._key}
+        taken = {name[:_LOOK_AHEAD] for listed in self._name_lists if listed & others for name in listed}
+        return self._unused_names(self._answer, [name for name in self._names if name.lower() not in taken])
 
     def _names_go_on(self) -> bool:
         """Whether the call before this one gave the argument being written one of the request's names."""
@@ -659,12 +747,12 @@ class ValueGrounding:
         written = self._value.lower()
         return [item for item in self._items_left() if item.lower().startswith(written)]
 
-    def _unused_names(self, written: str) -> list[str]:
-        """The request's names (their first characters) that the text ``written`` does not hold; all where
-        it holds each."""
-        written = written.lower()
-        unused = [name for name in self._names if name.lower() not in written]
-        return unused or self._names
+    def _unused_names(self, written: str, names: Sequence[str] = ()) -> list[str]:
+        """The request's names (their first characters; or those of them in ``names``, where any are) that the
+        text ``written`` does not hold; all where it holds each."""
+        written, names = written.lower(), names or self._names
+        unused = [name for name in names if name.lower() not in written]
+        return unused or list(names)
 
     def _number_ends(self) -> None:
         """Where a number value has just been written, the next is guessed to follow it in the request;
@@ -708,12 +796,26 @@ class ValueGrounding:
     def _guess_place(self) -> int:
         """Where in the request's numbers the argument being written is guessed to find its value: the next
         number in reading order, unless it stands beside none of the argument's own words and another does:
-        then the first of those that no call gave it yet ("5 years ago" for ``period_in_years``)."""
+        then the first of those that no call gave it yet ("5 years ago" for ``period_in_years``); past the
+        last, the first that no value holds yet ("in 2015 ... the same for the year 2020": a later call's
+        year, after 2020, is 2015), but not for an array's item: the model goes through a list of its own
+        choosing there ("the data 7, 8, 9 ..." after "10 years" and "$200", written twice)."""
         if self._stands_beside_key(self._next_number):
             return self._next_number
         beside = [place for place in range(len(self._in_order)) if self._stands_beside_key(place)
                   and self._in_order[place] not in self._numbers_of.get(self._key, ())]
-        return beside[0] if beside else self._next_number
+        if beside or self._next_number < len(self._in_order) or self._in_array():  # an array's: its list's
+            return beside[0] if beside else self._next_number
+        unheld = [place for place in range(len(self._in_order)) if self._unheld(place)]
+        return unheld[0] if unheld else self._next_number
+
+    def _unheld(self, place: int) -> bool:
+        """Whether no value of the answer holds the request's number at ``place`` (a string's numbers count):
+        the values hold a number the request writes several times in its first places ("7%" of "7%, and
+        the data 7, 8, 7", once 0.07 is written)."""
+        number = f"{float(self._in_order[place]):.12g}"
+        earlier = sum(f"{float(other):.12g}" == number for other in self._in_order[:place])
+        return earlier >= used_amounts(self._answer, self._amounts)[number]
 
     def _writes_a_key(self) -> bool:
         """Whether an argument's key is being written."""
@@ -801,6 +903,18 @@ class ValueGrounding:
         held = {string.lower() for string in (*_STRING.findall(self._answer[self._array_start:]), *more)}
         return held in self._name_lists
 
+    def _list_going_on(self) -> frozenset[str]:
+        """Where the array being written holds some of the names of a list the request writes, not all, the
+        rest of them (of a list no array before holds whole, where one is: "parks with a Tennis Court and a
+        Picnic Area ..., with a Tennis Court and a Playground", the third call's after "Tennis Court"); else
+        none, lower-cased."""
+        held = {string.lower() for string in _STRING.findall(self._answer[self._array_start:])}
+        lists = [listed for listed in self._name_lists if held and held < listed]
+        earlier = [{string.lower() for string in _STRING.findall(items)}
+                   for items in _ARRAY.findall(self._answer[:self._array_start])]
+        new = [listed for listed in lists if listed not in earlier]
+        return frozenset().union(*(new or lists)) - held
+
     def _array_holds(self, values: Sequence[str], *more: str) -> bool:
         """Whether the strings of the array being written (and ``more``, about to be) hold every one of
         ``values``."""
@@ -811,12 +925,12 @@ class ValueGrounding:
         all the enum values the request writes for the argument (``asked_enums``), all the names of a list the
         request writes (``name_lists``), or all the numbers of one (``number_lists``); "part" where not all of
         the enum's values or some of a list's numbers; else ""."""
+        if self._holds_a_name_list():  # first: "a Tennis Court and a Picnic Area" of an enum's four, a call each
+            return "whole"
         if values := self._enum_values.get(self._key):
             return "whole" if self._array_holds(values) else "part"
-        if self._holds_a_name_list():
-            return "whole"
-        items = frozenset(amounts(self._answer[self._array_start:]))
-        lists = [listed for listed in self._number_lists if items and items <= listed]
+        items = amounts(self._answer[self._array_start:])
+        lists = [listed for listed in self._number_lists if items and not items - listed]
         return "whole" if items in lists else "part" if lists else ""
 
     def _string_rests(self, found: Sequence[re.Match[str]]) -> list[str]:
