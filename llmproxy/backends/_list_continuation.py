@@ -59,7 +59,8 @@ A number written as an exponent ("m/s^2", "x^2") is no value: 26 of BFCL's non-l
 and one answer's value among them is such a number. With this, the list's items, the counted tasks and
 the days of the week (``written_names``), where each answer's calls are written in turn, the choices end
 the answer where it ends in 131 of parallel's 200 (was 119), 129 of parallel_multiple's (was 128), 390 of
-simple_python's 400 (was 389) and 191 of multiple's 200.
+simple_python's 400 (was 389) and 191 of multiple's 200; with the lists of names and of an enum's values,
+136 of parallel's and 131 of parallel_multiple's (the others as they were).
 
 A call made again word for word ends the answer too. A token can close a call and go on in one (``},``):
 those are held back while a call is being closed, so the choice is made on its own, once the call is whole.
