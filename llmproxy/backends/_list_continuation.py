@@ -320,8 +320,9 @@ class ListContinuation:
         self._dates = Counter(written_dates(request))
         self._numbers = amounts(undated)
         self._number_lists = [frozenset(listed) for listed in number_lists(undated)]
-        self._names = names(undated)
-        self._name_lists = name_lists(undated, written_names(undated))
+        written = written_names(undated)
+        self._names = {name.lower() for name in written}  # (``names``)
+        self._name_lists = name_lists(undated, written)
         self._request = request
         self._asks_for_several = asks_for_several(request)
         self._steps = counted_steps(request)
@@ -330,7 +331,7 @@ class ListContinuation:
         # the arguments of which the request writes two values of their enum or more, and those values
         self._enum_lists = {key: values for key, values in (enum_values or {}).items() if len(values) > 1}
         self._one_call = not self._asks_for_several and (offered > 1 or not (
-            listed_names(undated, written_names(undated)) or _LISTED_NUMBERS.search(undated)
+            listed_names(undated, written) or _LISTED_NUMBERS.search(undated)
             or self._dates.total() > 1))
         self._calls: list[str] = []  # the text of each call written
         self._call = ""  # the call being written

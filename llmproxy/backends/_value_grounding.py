@@ -470,7 +470,8 @@ class ValueGrounding:
             fitting = [value for value in values if value.startswith(self._value)]
             before = self._answer[:len(self._answer) - len(self._value)]
             unused = [value for value in fitting if json.dumps(value) not in before]  # "aluminum" after "copper"
-            listed = [value for value in fitting if value.lower() in self._list_going_on()]
+            going_on = self._list_going_on() if self._in_array() else frozenset()
+            listed = [value for value in fitting if value.lower() in going_on]
             rests = [value[len(self._value):] for value in listed or unused or fitting]
         elif in_value and self._value.lower() in self._listed:
             logits[self._closers] += self._bias / 2
@@ -806,16 +807,20 @@ class ValueGrounding:
                   and self._in_order[place] not in self._numbers_of.get(self._key, ())]
         if beside or self._next_number < len(self._in_order) or self._in_array():  # an array's: its list's
             return beside[0] if beside else self._next_number
-        unheld = [place for place in range(len(self._in_order)) if self._unheld(place)]
-        return unheld[0] if unheld else self._next_number
+        return self._first_unheld()
 
-    def _unheld(self, place: int) -> bool:
-        """Whether no value of the answer holds the request's number at ``place`` (a string's numbers count):
-        the values hold a number the request writes several times in its first places ("7%" of "7%, and
-        the data 7, 8, 7", once 0.07 is written)."""
-        number = f"{float(self._in_order[place]):.12g}"
-        earlier = sum(f"{float(other):.12g}" == number for other in self._in_order[:place])
-        return earlier >= used_amounts(self._answer, self._amounts)[number]
+    def _first_unheld(self) -> int:
+        """The first place of the request's numbers that no value of the answer holds (a string's numbers
+        count): the values hold a number the request writes several times in its first places ("7%" of
+        "7%, and the data 7, 8, 7", once 0.07 is written); ``_next_number`` where each is held."""
+        held = used_amounts(self._answer, self._amounts)
+        for place, number in enumerate(self._in_order):
+            value = f"{float(number):.12g}"
+            if held[value] > 0:
+                held[value] -= 1
+            else:
+                return place
+        return self._next_number
 
     def _writes_a_key(self) -> bool:
         """Whether an argument's key is being written."""
