@@ -39,6 +39,7 @@ def test_an_argument_is_asked_where_the_request_writes_a_value_of_its_enum():
     conditions = {"condition": ("New", "Like New", "Used")}  # "new" within "like new" is not asked on its own
     assert asked_enums("A vintage game, like new", conditions) == {"condition": ("Like New",)}
     assert asked_enums("A new game like new", conditions) == {"condition": ("New", "Like New")}
+    assert asked_enums("With wi fi and a patio", enums) == {"amenities": ("Wi_Fi", "Patio")}  # as it writes them
 
 
 @pytest.mark.parametrize(("request_text", "asked"), [

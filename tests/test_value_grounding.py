@@ -93,6 +93,29 @@ def test_a_string_value_begins_a_name_no_value_holds_yet_while_there_is_one():
 
 EMPTY = {'"': -BIAS, '",': -BIAS, '"}': -BIAS}  # a string value's closing quote as its first token
 
+ROUTE_PIECES = ['{"name": "f", "arguments": {"_from": "', '{"name": "f", "arguments": {"destination": "',
+                '{"name": "f", "arguments": {"city": "', "Bo", "Boston", "Se", "Seattle", "Mi", "Miami", '", "to": "',
+                '"}}, {"name": "f", "arguments": {"_from": "', '"', '",', '"}']
+
+
+def route_changes(request: str, *written: str) -> dict[str, float]:
+    return {piece: change for piece, change in changed_by(ROUTE_PIECES, request, written).items() if change > 0}
+
+
+def test_an_origin_or_destination_begins_as_the_name_the_request_writes_after_from_or_to():
+    request = "Fly from Seattle to Boston, then from Boston to Miami"
+    assert route_changes(request, ROUTE_PIECES[0]) == {"Se": BIAS, "Seattle": BIAS}  # the origin: "from Seattle"
+    assert route_changes(request, ROUTE_PIECES[1]) == {"Bo": BIAS, "Boston": BIAS}  # a destination: "to Boston"
+    assert route_changes("A flight from 'Miami' to 'Boston'", ROUTE_PIECES[0]) == {"Mi": BIAS, "Miami": BIAS}
+    assert route_changes(request, ROUTE_PIECES[0], "Seattle", '", "to": "') == {"Bo": BIAS, "Boston": BIAS}
+    # The next call's origin: the next name after "from" that no call gave it yet.
+    assert route_changes(request, ROUTE_PIECES[0], "Seattle", '", "to": "', "Boston", ROUTE_PIECES[10]) == {
+        "Bo": BIAS, "Boston": BIAS}
+    # Neither an origin nor a destination: a guess among the names, at half the bias.
+    assert set(changed_by(ROUTE_PIECES, request, (ROUTE_PIECES[2],)).values()) == {BIAS / 2, -BIAS}
+    assert route_changes("Hotels in Seattle and Boston", ROUTE_PIECES[0]) == {  # no "from": the guess
+        "Bo": BIAS / 2, "Boston": BIAS / 2, "Se": BIAS / 2, "Seattle": BIAS / 2}
+
 
 def test_a_string_value_does_not_start_as_a_word_of_json_schemas_types_the_request_does_not_write():
     assert raised_by("Set the kind of the thing", '{"s": "') == {
@@ -372,6 +395,14 @@ def test_a_number_guessed_beside_the_arguments_words_starts_with_the_whole_bias(
     assert changed_by(rooms, request, (rooms[1],)) == {"3": BIAS / 2}  # reading order alone
 
 
+def test_a_number_inside_an_objects_value_is_guessed_beside_its_own_keys_words():
+    pieces = ['{"name": "f", "arguments": {"area": {"width": ', '{"name": "f", "arguments": {"area": ', "2", "20",
+              "15", "1"]
+    request = "Paint a wall of width 20ft and height 12ft; leave out the window area of 15 sq.ft."
+    assert changed_by(pieces, request, (pieces[0],)) == {"2": BIAS, "20": BIAS}  # "width 20": not "area of 15"
+    assert changed_by(pieces, request, (pieces[1],)) == {"1": BIAS, "15": BIAS}  # the argument's own: "area of 15"
+
+
 WORDED_PIECES = ['{"name": "f", "arguments": {"no_of_adults": ', '{"name": "f", "arguments": {"rooms": ', "2", "0",
                  "20", "1", "}}", ", "]
 HOTEL = "Is a Hilton in Paris free for two adults from 2023-04-04 to 2023-04-08 at $2100?"
@@ -427,6 +458,15 @@ def test_an_enums_value_the_request_writes_is_proposed_whole():
         "P": BIAS, "Patio": BIAS, '"': -BIAS, '"]': -BIAS}  # (and not empty)
     assert changed_by(ENUM_PIECES, "Sushi with a patio", (opened, "Patio"), arguments=arguments) == {
         '"': BIAS, '"]': BIAS}  # whole: it ends
+
+
+def test_an_array_of_an_enums_values_takes_them_in_the_order_the_request_writes_them():
+    arguments = ArgumentKinds(enums={"amenities": ("Patio", "Wi-Fi")})
+    opened = '{"name": "f", "arguments": {"amenities": ["'
+    assert changed_by(ENUM_PIECES, "Sushi with wi-fi and a patio", (opened,), arguments=arguments) == {
+        "W": BIAS, "Wi": BIAS, '"': -BIAS, '"]': -BIAS}  # Wi-Fi first, not Patio: its list's order
+    assert changed_by(ENUM_PIECES, "Sushi with a patio and wi-fi", (opened,), arguments=arguments) == {
+        "P": BIAS, "Patio": BIAS, '"': -BIAS, '"]': -BIAS}
 
 
 @pytest.mark.parametrize(("items", "changes"), [

@@ -59,12 +59,13 @@ def asked_numbers(arguments: Collection[str], number_words: Sequence[frozenset[s
 def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
     """The arguments with enums (``enums``: by name, their values) that the request writes values of (in any
     case, an underscore as a space; a value of two characters as it is: "AA", "Aa" and "aa" are three
-    genotypes), and those values; not one the request writes only within another it writes ("new" of "like
-    new")."""
+    genotypes), and those values, in the order it first writes them; not one the request writes only within
+    another it writes ("new" of "like new")."""
     asked = {}
     for argument, values in enums.items():
-        written = [value for value in values if _writes(request, value)]
-        if written := [value for value in written if not any(_within(value, other, request) for other in written)]:
+        places = {value: place for value in values if (place := _written_at(request, value)) is not None}
+        if written := [value for value in sorted(places, key=places.__getitem__)
+                       if not any(_within(value, other, request) for other in places)]:
             asked[argument] = tuple(written)
     return asked
 
@@ -75,10 +76,12 @@ def _within(value: str, other: str, request: str) -> bool:
     return inner != outer and inner in outer and text.count(inner) <= text.count(outer) * outer.count(inner)
 
 
-def _writes(request: str, value: str) -> bool:
-    """Whether the request writes an enum's ``value`` (``asked_enums``)."""
+def _written_at(request: str, value: str) -> int | None:
+    """Where the request first writes an enum's ``value`` (``asked_enums``); None where it does not."""
     if len(value) < _MIN_ENUM_VALUE - 1:
-        return False
+        return None
     if len(value) < _MIN_ENUM_VALUE:
-        return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", request) is not None
-    return re.search(rf"\b{re.escape(value.lower().replace('_', ' '))}\b", request.lower()) is not None
+        found = re.search(rf"(?<!\w){re.escape(value)}(?!\w)", request)
+    else:
+        found = re.search(rf"\b{re.escape(value.lower().replace('_', ' '))}\b", request.lower())
+    return None if found is None else found.start()

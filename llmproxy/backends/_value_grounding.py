@@ -178,9 +178,10 @@ call repeated is a call too many, and held off the copy SmolLM2 wrote a second c
 flows ... discounted at 8%" with a rate of 3.0.
 
 And one is lowered by twice the bias: a string value that starts as a word of JSON Schema's types
-("string", "integer" ...), or as "json", where the request does not write that word. Those words are the
-prompt's (each parameter's schema, the calls' format), not the user's: SmolLM2 gives an argument named
-``type`` the value "string", or "json" (no value of BFCL's non-live answers begins so). And an
+("string", "integer" ...), or of Python's ("list", "tuple"), or as "json" or "function", where the request
+does not write that word. Those words are the prompt's (each parameter's schema, the calls' format), not the
+user's: SmolLM2 gives an argument named ``type`` the value "string", "json", "list" or "function" (no value
+of BFCL's non-live answers begins so). And an
 empty value - a string or an array, written whole in one token (' ""', ' [],') or closed as soon as opened -
 is lowered by the bias, by twice that for a required argument: in the answers of the last release's BFCL
 run (325 cases), all 8 calls that held one were wrong ("location": "" for "sushi ... in Boston"); in
@@ -192,7 +193,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -218,7 +219,8 @@ _NUMBER_CHARS = frozenset("0123456789.-+eE")
 _CALL_DEPTH = 1  # a call's object: its one string value is the function's name
 _ARGUMENTS_DEPTH = 2  # a call's object, then its arguments' object
 _AFTER_STRING = " \n,}]"
-_SCHEMA_WORDS = ("string", "integer", "number", "boolean", "object", "array", "float", "dict", "json")
+_SCHEMA_WORDS = ("string", "integer", "number", "boolean", "object", "array", "float", "dict", "json", "list", "tuple",
+                 "function")
 _SCHEMA_WORD = re.compile(rf"\b(?:{'|'.join(_SCHEMA_WORDS)})", re.IGNORECASE)
 _PERCENTAGE = re.compile(r"percent|%", re.IGNORECASE)
 _FRACTION = re.compile(r"decimal|fraction", re.IGNORECASE)
@@ -232,6 +234,11 @@ _JOINING_WORD = re.compile(r"\s+(?:in|to|from|with|for|on|at|by|and|during|betwe
 _SENTENCE_END = re.compile(r"[?!]|\.(?!\S)|$")
 _ABBREVIATION = re.compile(r"(?:^|\s)\S{1,3}$|\.\S*$")
 _QUOTES = "'\"‘“"
+# An argument that names where something starts, or where it ends, by a word of its name; and the word the
+# request writes before such a name ("from Seattle", "to Boston").
+_ORIGIN_WORDS = frozenset({"from", "start", "origin", "source", "departure"})
+_DESTINATION_WORDS = frozenset({"to", "end", "destination", "target", "arrival"})
+_KEY_WORD = re.compile(r"[A-Z]?[a-z]+")
 # The values held off a copy: strings and numbers. Not booleans: held off true, SmolLM2 went on to a call
 # nobody asked for with false (the module's docstring says more).
 _COPIED_STARTS = frozenset('"-0123456789')
@@ -352,6 +359,14 @@ def described_choices(description: object) -> tuple[str, ...]:
     return tuple(quoted) if len(quoted) > 1 else ()
 
 
+def _names_after(request: str, word: str, names: Collection[str]) -> list[str]:
+    """The ``names`` the request writes right after ``word`` ("from Seattle", "to the Louvre"), in the order
+    written (each once)."""
+    found = sorted((match.start(), name) for name in names for match in
+                   re.finditer(rf"\b(?i:{word})\s+(?:the\s+)?[{_QUOTES}]?{re.escape(name)}(?!\w)", request))
+    return list(dict.fromkeys(name for _, name in found))
+
+
 def _properties(function: ChoosableFunction) -> dict[str, dict]:
     """The schemas of a function's arguments, by name, in order (an empty one where it is no object)."""
     properties = function.parameters.get("properties")
@@ -421,6 +436,7 @@ class ValueGrounding:
         self._answer = ""  # the calls written so far
         self._call_start = 0  # where in it the call being written starts
         self._key = ""  # the argument whose value is written next, or is being written
+        self._inner_key = ""  # the key written last: an argument's, or one inside its value ("width" of ``area``)
         self._arguments: dict[str, str] = {}  # the arguments of the call being written so far (strings' values)
         self._last_call: dict[str, str] = {}  # and those of the call before it
         self._function = ""  # the function the call being written is to
@@ -432,6 +448,8 @@ class ValueGrounding:
         self._asks_for_several = (asks_for_several(request) or bool(self._name_lists)
                                   or any(len(values) > 1 for values in self._enum_values.values()))
         self._full_names = sorted(names)  # whole, as values a later call may take instead of a copy's
+        self._names_after = {word: _names_after(request, word, names) for word in ("from", "to")}
+        self._strings_of: dict[str, set[str]] = {}  # the string values written for each argument so far
 
     def adjust(self, logits: np.ndarray) -> None:
         self._lower_empty_values(logits)
@@ -472,7 +490,10 @@ class ValueGrounding:
             unused = [value for value in fitting if json.dumps(value) not in before]  # "aluminum" after "copper"
             going_on = self._list_going_on() if self._in_array() else frozenset()
             listed = [value for value in fitting if value.lower() in going_on]
-            rests = [value[len(self._value):] for value in listed or unused or fitting]
+            chosen = unused or fitting
+            if self._in_array():  # an array's items in the order the request writes them, as BFCL's keep them
+                chosen = chosen[:1]
+            rests = [value[len(self._value):] for value in listed or chosen]
         elif in_value and self._value.lower() in self._listed:
             logits[self._closers] += self._bias / 2
             return
@@ -498,7 +519,9 @@ class ValueGrounding:
                 rests, bias = longer, 2 * self._bias  # "Manchester" of "Manchester United": " United", not " City"
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
-            if self._names_go_on():
+            if directed := self._directed_names():
+                rests = directed[:1]  # "from Seattle to Boston": Seattle for the origin, where SmolLM2 wrote Boston
+            elif self._names_go_on():
                 rests = self._names_going_on()
             elif items := self._items_left():
                 rests, bias = items[:1], 2 * self._bias  # at the bias, SmolLM2 copied the last call's item
@@ -663,10 +686,14 @@ class ValueGrounding:
                     self._next_number = self._guess_place() + 1
         if len(self._json.open) == _CALL_DEPTH and self._string_is_value:
             self._function = self._value
+        if not self._string_is_value and len(self._json.open) >= _ARGUMENTS_DEPTH:
+            self._inner_key = self._value
         if len(self._json.open) != _ARGUMENTS_DEPTH:
             return
         if not self._string_is_value:
             self._key = self._value
+        else:
+            self._strings_of.setdefault(self._key, set()).add(self._value)
         self._arguments[self._key] = self._value if self._string_is_value else ""
 
     def _dates_for_value(self) -> list[str]:
@@ -729,6 +756,18 @@ class ValueGrounding:
         taken = {name[:_LOOK_AHEAD] for listed in self._name_lists if listed & others for name in listed}
         return self._unused_names(self._answer, [name for name in self._names if name.lower() not in taken])
 
+    def _directed_names(self) -> list[str]:
+        """Where the argument being written names where something starts (``start_location``, ``_from``) or
+        ends (``destination``), the names the request writes right after "from" or after "to", in reading
+        order, those no call gave the argument yet first."""
+        words = {word.lower() for word in _KEY_WORD.findall(self._key)}
+        side = "from" if words & _ORIGIN_WORDS else "to" if words & _DESTINATION_WORDS else None
+        if side is None:
+            return []
+        given = self._strings_of.get(self._key, set())
+        names = self._names_after[side]
+        return [name for name in names if name not in given] or names
+
     def _names_go_on(self) -> bool:
         """Whether the call before this one gave the argument being written one of the request's names."""
         return self._last_call.get(self._key, "").lower() in self._whole_names
@@ -784,14 +823,20 @@ class ValueGrounding:
 
     def _stands_beside_key(self, place: int) -> bool:
         """Whether the request's number at ``place`` stands beside the words of the argument being written."""
-        return place < len(self._number_words) and bool(self._number_words[place] & content_words(self._key))
+        return place < len(self._number_words) and bool(self._number_words[place] & self._key_words())
+
+    def _key_words(self) -> frozenset[str]:
+        """The content words of the key whose value is being written: inside an argument's value that is an
+        object, its own key's ("width" of ``"area": {"width": ...}``, not "area": SmolLM2 gave the width the
+        "window area of 15 sq.ft." the request writes after the width and height)."""
+        return content_words(self._inner_key if len(self._json.open) > _ARGUMENTS_DEPTH else self._key)
 
     def _worded_for_key(self) -> list[str]:
         """The numbers the request writes as words beside the words of the argument being written ("two
         adults" for ``no_of_adults``), where none it writes in digits stands beside them."""
         if any(self._stands_beside_key(place) for place in range(len(self._in_order))):
             return []
-        key = content_words(self._key)
+        key = self._key_words()
         return [digits for digits, words in self._worded if words & key]
 
     def _guess_place(self) -> int:
