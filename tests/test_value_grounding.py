@@ -712,3 +712,37 @@ def test_an_array_of_an_enums_values_goes_through_the_list_of_them_its_call_asks
     third = (*first, "Picnic Area", '"]}}, ', pieces[0], "Playground", '", "', "Running Track", '"]}}, ', *first)
     assert {piece for piece, change in changed_by(pieces, request, third, arguments=arguments).items()
             if change > 0} == {"Playground", "P"}
+
+
+PART_PIECES = ['{"name": "magnetic_field", "arguments": {"x": ', '{"name": "electric_field", "arguments": {"x": ',
+               "3", "4", "0", "0.5", "25", '{"name": "library_search", "arguments": {"s": "', "Sta", "Starry Night",
+               "Sot", "Sotheby", "Har", "Harper Lee", '"']
+
+
+def part_changes(request: str, *written: str, functions: tuple[str, ...]) -> dict[str, float]:
+    return {piece: change for piece, change in changed_by(PART_PIECES, request, written, functions).items()
+            if change > 0}
+
+
+def test_a_call_to_one_of_several_functions_asked_for_takes_the_values_of_its_part_of_the_request():
+    request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A and 25 turns."
+    asked = ("electric_field", "magnetic_field")
+    # The magnetic field's first number is the first of its sentence, not the request's first.
+    assert part_changes(request, PART_PIECES[0], functions=asked) == {"0": BIAS / 2, "0.5": BIAS / 2}
+    assert part_changes(request, PART_PIECES[1], functions=asked) == {"3": BIAS / 2}
+    assert part_changes(request, PART_PIECES[0], functions=()) == {"3": BIAS / 2}  # none asked: reading order
+    request = "Get the price of Starry Night at Sotheby. Then search the library for books by Harper Lee."
+    assert part_changes(request, PART_PIECES[7], functions=("art_price", "library_search")) == {
+        "Har": BIAS / 2, "Harper Lee": BIAS / 2}
+    assert part_changes(request, PART_PIECES[7], functions=()) == {  # anywhere: any of the request's names
+        "Har": BIAS / 2, "Harper Lee": BIAS / 2, "Sta": BIAS / 2, "Starry Night": BIAS / 2, "Sot": BIAS / 2,
+        "Sotheby": BIAS / 2}
+
+
+def test_an_arrays_first_number_is_sure_where_a_list_of_the_requests_begins_there():
+    pieces = ['{"name": "f", "arguments": {"x": [', '{"name": "f", "arguments": {"x": ', "2", "3", "4", ", "]
+    request = "Analyse building B9 for 2, 3 and 4"
+    assert changed_by(pieces, request, (pieces[0],)) == {"2": BIAS}
+    assert changed_by(pieces, request, (pieces[0], "2", ", ")) == {"3": BIAS / 2}  # a later item: a guess
+    assert changed_by(pieces, "Analyse building 2 for 3 or 4", (pieces[0],)) == {"2": BIAS / 2}  # no list
+    assert changed_by(pieces, request, (pieces[1],)) == {"2": BIAS / 2}  # no array

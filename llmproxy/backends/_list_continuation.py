@@ -138,6 +138,11 @@ def numbers_in_order(text: str) -> list[str]:
     return [_digits(found, text) for found in _NUMBER.finditer(text)]
 
 
+def number_places(text: str) -> list[int]:
+    """Where in ``text`` each number ``numbers_in_order`` gives starts."""
+    return [found.start() for found in _NUMBER.finditer(text)]
+
+
 def _digits(found: re.Match[str], text: str) -> str:
     """The number ``found`` in ``text`` as digits: its word of scale multiplied in ("2.5 million": 2500000)."""
     digits = found.group().replace(",", "").lstrip("+").rstrip(".")
@@ -171,15 +176,25 @@ def percent_marks(text: str) -> list[bool]:
 def number_lists(text: str) -> list[tuple[str, ...]]:
     """The lists of numbers ``text`` writes ("for 10, 20 and 30 years"), each as the values of its numbers
     (``amounts``), in order."""
+    return [tuple(value for _, value in listed) for listed in _listed_numbers(text)]
+
+
+def number_list_starts(text: str) -> frozenset[int]:
+    """Where in ``numbers_in_order`` each list of ``number_lists`` begins."""
+    return frozenset(listed[0][0] for listed in _listed_numbers(text))
+
+
+def _listed_numbers(text: str) -> list[list[tuple[int, str]]]:
+    """The lists of numbers ``text`` writes, each as its numbers' places in reading order and values."""
     lists, run, end = [], [], -1
-    for found in _NUMBER.finditer(text):
+    for place, found in enumerate(_NUMBER.finditer(text)):
         if not (run and _BETWEEN_LISTED_NUMBERS.fullmatch(text, end, found.start())):
             lists.append(run)
             run = []
-        run.append(f"{float(_digits(found, text)):.12g}")
+        run.append((place, f"{float(_digits(found, text)):.12g}"))
         end = found.end()
     lists.append(run)
-    return [tuple(values) for values in lists if len(set(values)) > 1]
+    return [listed for listed in lists if len({value for _, value in listed}) > 1]
 
 
 def amounts(text: str) -> Counter[str]:

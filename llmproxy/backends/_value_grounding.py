@@ -114,20 +114,22 @@ so does its end once it is whole.
 Three more guesses get half that (a start is a guess where a continuation is near certain):
 
 - a string value's first token, where it begins a name the request writes (llmproxy.backends.
-  _list_continuation.written_names) and no value of the call holds yet: "Magnus Carlsen" for a player,
-  not the "Manchester United" a small model likes better; "Philadelphia" for the destination after "New
-  York" for the source (any of them, where every one is used). In a later call, where the call before
-  gave the same argument one of the request's names, this is no guess: the calls go through the names
-  the request lists, so a name no call holds yet ("Vegan Salad" for the second call's dish after the
-  first's "Chicken Noodle Soup") gets the whole bias, and once begun, the value goes on as such a name
-  does, not as others the request writes ("dataset2" after the first call's "dataset1", where SmolLM2
-  went from "dataset" to the "1" again) - less the names listed with a value the call before gave another
-  argument ("the best Italian and Chinese restaurants in the area of Paris": the location stays Paris, the
-  food goes on from Italian to Chinese; SmolLM2 wrote the location "Chinese"). An argument that names
-  where something starts (``_from``, ``start_location``, ``origin``, ``source``, ``departure...``) or ends
-  (``to``, ``destination``, ``end...``, ``target``, ``arrival``) begins, with the whole bias, as the name
-  the request writes right after "from" or "to" (quoted too), the first no call gave it yet: of the 142
-  such values of BFCL's non-live answers, 108 are that name (most others are currency codes);
+  _list_continuation.written_names) and no value of the call holds yet: "Magnus Carlsen" for a player, not
+  the "Manchester United" a small model likes better; "Philadelphia" for the destination after "New York"
+  for the source (any of them, where every one is used). Where the request asks for several functions in
+  parts of their own, those written in the call's function's part, where any are (the game reviews' region
+  "American", where SmolLM2 wrote the "Xbox" of the price search's part). In a later call, where the call
+  before gave the same argument one of the request's names, this is no guess: the calls go through the names
+  the request lists, so a name no call holds yet ("Vegan Salad" for the second call's dish after the first's
+  "Chicken Noodle Soup") gets the whole bias, and once begun, the value goes on as such a name does, not as
+  others the request writes ("dataset2" after the first call's "dataset1", where SmolLM2 went from "dataset"
+  to the "1" again) - less the names listed with a value the call before gave another argument ("the best
+  Italian and Chinese restaurants in the area of Paris": the location stays Paris, the food goes on from
+  Italian to Chinese; SmolLM2 wrote the location "Chinese"). An argument that names where something starts
+  (``_from``, ``start_location``, ``origin``, ``source``, ``departure...``) or ends (``to``,
+  ``destination``, ``end...``, ``target``, ``arrival``) begins, with the whole bias, as the name the request
+  writes right after "from" or "to" (quoted too), the first no call gave it yet: of the 142 such values of
+  BFCL's non-live answers, 108 are that name (most others are currency codes);
 - a value's first token, where it begins the request's next number in reading order: the one after the
   number the answer's last number value was (the first, before any): a request names its values in
   the order the calls take them far more often than not ("coefficients 5, 6 and 1 ..., then 3, 2 and 1":
@@ -141,7 +143,13 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   does a later call's to the same function as the call before: the calls go through the request's numbers
   (with the answers written before each, the guess is the answer's for 144 of 261 such values that stand
   beside none of their argument's words, where the value of the call before is for 89; drawn without a
-  repetition penalty, SmolLM2 wrote the first call's a=5, b=6, c=1 again for "5, 6 and 1 ... 3, 2 and 1").
+  repetition penalty, SmolLM2 wrote the first call's a=5, b=6, c=1 again for "5, 6 and 1 ... 3, 2 and 1");
+  so does an array's first item where a list of the request's numbers begins there: of the first items of
+  BFCL's non-live arrays of numbers that their requests write, 74 of the 77 guessed where a list begins are
+  that list's first number. Where the request asks for several functions, each in a part of its own
+  (llmproxy.backends._function_regions), a call's guess is held to its function's part: past it, the first
+  number there that no value holds yet; and of the numbers standing beside the argument's words, those
+  there ("the magnetic field for a current of 0.5A": the magnetic field's first number, not the request's).
   Once such a value is begun, it goes on as that number does where several of the request's go on from
   what is written (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the
   request (1000, not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that
@@ -207,11 +215,12 @@ import numpy as np
 from llmproxy.backends._asked_arguments import asked_enums, asked_numbers, asked_true
 from llmproxy.backends._call_copy import CallCopy
 from llmproxy.backends._dates import date_formats, without_dates, written_dates
+from llmproxy.backends._function_regions import Span, function_regions, in_regions
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._listed_items import items_left
 from llmproxy.backends._list_continuation import (amounts, asks_for_several, listed_names, name_lists, number_lists,
-                                                  number_words,
-                                                  numbers, numbers_in_order, percent_marks, uncalled, used_amounts,
+                                                  number_list_starts, number_places, number_words, numbers,
+                                                  numbers_in_order, percent_marks, uncalled, used_amounts,
                                                   worded_numbers, written_names)
 from llmproxy.common.word_overlap import content_words
 from llmproxy.syntaxes.base import ChoosableFunction
@@ -415,6 +424,7 @@ class ValueGrounding:
         numbered = asked_numbers(self._arguments_are.numbers, [*self._number_words, *(w for _, w in self._worded)])
         self._asked = self._true | frozenset(self._enum_values) | numbered  # arguments to write
         self._number_lists = [Counter(listed) for listed in number_lists(undated)]  # a number as often as written
+        self._list_starts = number_list_starts(undated)  # where in ``_in_order`` each of those begins
         self._array_start = 0  # where in ``_answer`` the last array opened
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
         self._numbers_of: dict[str, set[str]] = {}  # the number values written for each argument so far
@@ -456,6 +466,14 @@ class ValueGrounding:
         self._full_names = sorted(names)  # whole, as values a later call may take instead of a copy's
         self._names_after = {word: _names_after(request, word, names) for word in ("from", "to")}
         self._strings_of: dict[str, set[str]] = {}  # the string values written for each argument so far
+        # Where the request asks for each function, where it asks for several in parts of their own
+        # (llmproxy.backends._function_regions), and where it writes each number and name.
+        self._regions = function_regions(request, functions) if asks_for_several(request) else {}
+        self._number_places = number_places(undated)
+        self._name_places: dict[str, list[int]] = {}  # by a name's first characters, as ``_names`` holds them
+        for name in names:
+            self._name_places.setdefault(name[:_LOOK_AHEAD], []).extend(
+                found.start() for found in re.finditer(re.escape(name), undated))
 
     def adjust(self, logits: np.ndarray) -> None:
         self._lower_empty_values(logits)
@@ -525,14 +543,14 @@ class ValueGrounding:
                 rests, bias = longer, 2 * self._bias  # "Manchester" of "Manchester United": " United", not " City"
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
-            if directed := self._directed_names():
+            if directed := self._in_region(self._directed_names()):
                 rests = directed[:1]  # "from Seattle to Boston": Seattle for the origin, where SmolLM2 wrote Boston
             elif self._names_go_on():
                 rests = self._names_going_on()
             elif items := self._items_left():
                 rests, bias = items[:1], 2 * self._bias  # at the bias, SmolLM2 copied the last call's item
             else:
-                rests, bias = self._unused_names(self._answer[self._call_start:]), self._bias / 2
+                rests, bias = self._names_to_start(), self._bias / 2
         elif self._item_ends() and (held := self._list_in_array()):
             if held == "whole":  # it holds what the request lists for it
                 self._end_array(logits, bias)
@@ -557,7 +575,8 @@ class ValueGrounding:
             rests, bias = worded[:1], self._bias / 2
         elif self._value_starts() and self._guess():
             place = self._guess_place()
-            sure = self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
+            sure = (self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
+                    or (self._json.last == "[" and place in self._list_starts))  # an array's first item, a list's
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
             if rests[0].startswith("-"):  # a digit first could be none of the request's negative numbers
                 bias = 2 * self._bias
@@ -793,6 +812,26 @@ class ValueGrounding:
         written = self._value.lower()
         return [item for item in self._items_left() if item.lower().startswith(written)]
 
+    def _region(self) -> list[Span]:
+        """The parts of the request where it asks for the function of the call being written (none where it
+        asks for it in no part of its own)."""
+        return self._regions.get(self._function, [])
+
+    def _in_region(self, names: list[str]) -> list[str]:
+        """Those of ``names`` (as ``_names`` holds them) that the request writes where it asks for the call's
+        function, where any are; else all of them."""
+        region = self._region()
+        inside = [name for name in names
+                  if any(in_regions(place, region) for place in self._name_places.get(name[:_LOOK_AHEAD], ()))]
+        return inside or names
+
+    def _names_to_start(self) -> list[str]:
+        """The names a string value may begin as: those that the call's text does not hold yet, of those the
+        request writes where it asks for the call's function where any are (``_unused_names``)."""
+        written = self._answer[self._call_start:].lower()
+        nearby = [name for name in self._in_region(self._names) if name.lower() not in written]
+        return nearby or self._unused_names(written)
+
     def _unused_names(self, written: str, names: Sequence[str] = ()) -> list[str]:
         """The request's names (their first characters; or those of them in ``names``, where any are) that the
         text ``written`` does not hold; all where it holds each."""
@@ -852,13 +891,32 @@ class ValueGrounding:
         last, the first that no value holds yet ("in 2015 ... the same for the year 2020": a later call's
         year, after 2020, is 2015), but not for an array's item: the model goes through a list of its own
         choosing there ("the data 7, 8, 9 ..." after "10 years" and "$200", written twice)."""
-        if self._stands_beside_key(self._next_number):
-            return self._next_number
+        next_number = self._next_in_region()
+        if self._stands_beside_key(next_number):
+            return next_number
+        region = self._region()
         beside = [place for place in range(len(self._in_order)) if self._stands_beside_key(place)
-                  and self._in_order[place] not in self._numbers_of.get(self._key, ())]
-        if beside or self._next_number < len(self._in_order) or self._in_array():  # an array's: its list's
-            return beside[0] if beside else self._next_number
+                  and self._in_order[place] not in self._numbers_of.get(self._key, ())
+                  and (not region or in_regions(self._number_places[place], region))]
+        if beside or next_number < len(self._in_order) or self._in_array():  # an array's: its list's
+            return beside[0] if beside else next_number
         return self._first_unheld()
+
+    def _next_in_region(self) -> int:
+        """``_next_number``, unless the request asks for the call's function in parts of its own and that
+        place is in none: then the first number there that no value of the answer holds, where one is."""
+        region = self._region()
+        place = self._next_number
+        if not region or (place < len(self._in_order) and in_regions(self._number_places[place], region)):
+            return place
+        held = used_amounts(self._answer, self._amounts)
+        for place, number in enumerate(self._in_order):
+            value = f"{float(number):.12g}"
+            if held[value] > 0:
+                held[value] -= 1
+            elif in_regions(self._number_places[place], region):
+                return place
+        return self._next_number
 
     def _first_unheld(self) -> int:
         """The first place of the request's numbers that no value of the answer holds (a string's numbers

@@ -1,0 +1,43 @@
+"""Where a request that asks for several functions asks for each (llmproxy.backends._function_regions)."""
+
+from __future__ import annotations
+
+from llmproxy.backends._function_regions import function_regions, in_regions
+
+
+def parts(request: str, *functions: str) -> dict[str, list[str]]:
+    return {name: [request[start:end] for start, end in spans]
+            for name, spans in function_regions(request, functions).items()}
+
+
+def test_each_function_is_asked_for_from_its_sentence_on():
+    request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A."
+    assert parts(request, "physics_electric_field", "physics_magnetic_field") == {
+        "physics_electric_field": ["What is the electric field at 3m from a charge of 4C?"],
+        "physics_magnetic_field": [" Also, find the magnetic field for 0.5A."]}
+
+
+def test_within_a_sentence_a_part_ends_at_the_last_comma_and_or_then_before_the_next():
+    request = "Buy a ticket to the Mamma Mia musical on Friday, and a train ticket from New York to Chicago"
+    assert parts(request, "musical_ticket_buy", "train_ticket_buy") == {
+        "musical_ticket_buy": ["Buy a ticket to the Mamma Mia musical on Friday, "],
+        "train_ticket_buy": ["and a train ticket from New York to Chicago"]}
+
+
+def test_a_function_asked_for_again_later_has_a_part_there_too():
+    request = "Make music in D Minor, then an audio signal of 440 Hz. After that, more music in E Major."
+    assert parts(request, "music_generate", "audio_generate") == {
+        "music_generate": ["Make music in D Minor, ", " After that, more music in E Major."],
+        "audio_generate": ["then an audio signal of 440 Hz."]}
+
+
+def test_words_the_functions_share_ask_for_none_of_them():
+    # "field" is both's: only "electric" marks a part, and one function's part alone divides nothing.
+    assert function_regions("The field at 3m. Also the electric field at 2m.",
+                            ("electric_field", "magnetic_field")) == {}
+    assert function_regions("Anything at all", ("electric_field",)) == {}
+
+
+def test_a_place_is_in_a_part_where_one_holds_it():
+    assert in_regions(3, [(0, 4)]) and in_regions(10, [(0, 4), (8, 12)])
+    assert not in_regions(4, [(0, 4)]) and not in_regions(5, [])
