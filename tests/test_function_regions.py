@@ -5,9 +5,9 @@ from __future__ import annotations
 from llmproxy.backends._function_regions import function_regions, in_regions
 
 
-def parts(request: str, *functions: str) -> dict[str, list[str]]:
+def parts(request: str, *functions: str, arguments: tuple[str, ...] = ()) -> dict[str, list[str]]:
     return {name: [request[start:end] for start, end in spans]
-            for name, spans in function_regions(request, functions).items()}
+            for name, spans in function_regions(request, {name: arguments for name in functions}).items()}
 
 
 def test_each_function_is_asked_for_from_its_sentence_on():
@@ -33,9 +33,16 @@ def test_a_function_asked_for_again_later_has_a_part_there_too():
 
 def test_words_the_functions_share_ask_for_none_of_them():
     # "field" is both's: only "electric" marks a part, and one function's part alone divides nothing.
-    assert function_regions("The field at 3m. Also the electric field at 2m.",
-                            ("electric_field", "magnetic_field")) == {}
-    assert function_regions("Anything at all", ("electric_field",)) == {}
+    assert parts("The field at 3m. Also the electric field at 2m.", "electric_field", "magnetic_field") == {}
+    assert parts("Anything at all", "electric_field") == {}
+
+
+def test_a_word_of_another_functions_arguments_asks_for_none_of_them():
+    # "speed" is displacement's initial_speed: the request asks for the displacement alone.
+    request = "The displacement of a car at an initial speed of 20 m/s for 5 seconds?"
+    assert set(parts(request, "calculate_displacement", "calculate_final_speed")) == {
+        "calculate_displacement", "calculate_final_speed"}
+    assert parts(request, "calculate_displacement", "calculate_final_speed", arguments=("initial_speed",)) == {}
 
 
 def test_a_place_is_in_a_part_where_one_holds_it():

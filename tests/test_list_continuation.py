@@ -19,7 +19,7 @@ PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", 
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
           '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', '"a": 12, "b": 18', '"a": 4, "b": 6',
           *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), '"s": "copper"', '"s": "aluminum"',
-          '"s": "copper", "t": "Boston"', "<|end|>"]
+          '"s": "copper", "t": "Boston"', '"a": 2018, "b": 2019, "c": 500, "d": 750', '"a": 2, "b": 4', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -256,6 +256,19 @@ def test_once_each_function_asked_for_is_called_a_call_more_needs_as_many_new_va
     written(continuation, *call('"a": 12, "b": 18'))
     written(continuation, ",", " {", '"name": "g", "arguments": ', "{", '"a": 4, "b": 6', "}}")
     assert step(continuation, more=30.0)[COMMA] == -np.inf  # only the 5 is left, and g used two
+
+
+@pytest.mark.parametrize(("request_text", "goes_on"), [
+    ("The growth from 2018 to 2019. In 2018 it was $500, in 2019 $750. Also the ratio of 2 to 4.", False),
+    ("The growth from 2018 to 2019. In 2018 it was $500, in 2019 $750. Also the ratio of 2 to 4, 8, 9.", True),
+])
+def test_once_each_function_asked_for_is_called_a_call_more_is_for_a_value_no_call_holds(request_text, goes_on):
+    # The years are written twice and held once: what is left of them asks for no call of its own.
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=0.0, functions=("f", "g"))
+    written(continuation, *call('"a": 2018, "b": 2019, "c": 500, "d": 750'))
+    written(continuation, ",", " {", '"name": "g", "arguments": ', "{", '"a": 2, "b": 4', "}}")
+    logits = step(continuation, more=-30.0 if goes_on else 30.0)
+    assert bool(logits[COMMA] > -np.inf) == goes_on
 
 
 def test_a_numbers_words_are_the_three_before_it_and_the_two_after():

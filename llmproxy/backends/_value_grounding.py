@@ -468,7 +468,8 @@ class ValueGrounding:
         self._strings_of: dict[str, set[str]] = {}  # the string values written for each argument so far
         # Where the request asks for each function, where it asks for several in parts of their own
         # (llmproxy.backends._function_regions), and where it writes each number and name.
-        self._regions = function_regions(request, functions) if asks_for_several(request) else {}
+        arguments_of = {name: self._arguments_are.orders.get(name, ()) for name in functions}
+        self._regions = function_regions(request, arguments_of) if asks_for_several(request) else {}
         self._number_places = number_places(undated)
         self._name_places: dict[str, list[int]] = {}  # by a name's first characters, as ``_names`` holds them
         for name in names:
@@ -909,25 +910,19 @@ class ValueGrounding:
         place = self._next_number
         if not region or (place < len(self._in_order) and in_regions(self._number_places[place], region)):
             return place
-        held = used_amounts(self._answer, self._amounts)
-        for place, number in enumerate(self._in_order):
-            value = f"{float(number):.12g}"
-            if held[value] > 0:
-                held[value] -= 1
-            elif in_regions(self._number_places[place], region):
-                return place
-        return self._next_number
+        return self._first_unheld(region)
 
-    def _first_unheld(self) -> int:
-        """The first place of the request's numbers that no value of the answer holds (a string's numbers
-        count): the values hold a number the request writes several times in its first places ("7%" of
-        "7%, and the data 7, 8, 7", once 0.07 is written); ``_next_number`` where each is held."""
+    def _first_unheld(self, region: Sequence[Span] = ()) -> int:
+        """The first place of the request's numbers (of those in ``region``, where given) that no value of the
+        answer holds (a string's numbers count): the values hold a number the request writes several times in
+        its first places ("7%" of "7%, and the data 7, 8, 7", once 0.07 is written); ``_next_number`` where
+        each is held."""
         held = used_amounts(self._answer, self._amounts)
         for place, number in enumerate(self._in_order):
             value = f"{float(number):.12g}"
             if held[value] > 0:
                 held[value] -= 1
-            else:
+            elif not region or in_regions(self._number_places[place], region):
                 return place
         return self._next_number
 
