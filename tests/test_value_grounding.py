@@ -695,8 +695,13 @@ def test_a_string_value_does_not_go_on_as_its_arguments_own_name_where_the_reque
     pieces = ['{"name": "get_stock_info", "arguments": {"detail_level": "', "detail", "_level", "ed", '"']
     assert changed_by(pieces, "Give me detail information about Apple", pieces[:2]) == {"_level": -BIAS}
     assert changed_by(pieces, "Set the detail level to high", pieces[:2]) == {}  # the request writes it
-    pieces = ['{"name": "get_stock_info", "arguments": {"detail_level": "', "detailed", "_detail", "_"]
-    assert changed_by(pieces, "Give me detail information about Apple", pieces[:2]) == {"_detail": -BIAS}
+    pieces = ['{"name": "get_stock_info", "arguments": {"detail_level": "', "detailed", "_detail", "_", "detail",
+              "_level", "de"]
+    request = "Give me detail information about Apple"
+    assert changed_by(pieces, request, pieces[:2]) == {"_detail": -BIAS}
+    # Begun as a word of its own after the value's, it goes on as the name no more: "detailed_" + "detail".
+    assert changed_by(pieces, request, (*pieces[:2], "_")) == {"detail": -BIAS, "de": -BIAS}
+    assert changed_by(pieces, request, (*pieces[:2], "_", "detail")) == {"_level": -BIAS, "_": -BIAS}
 
 
 def test_an_array_of_an_enums_values_goes_through_the_list_of_them_its_call_asks_for():
@@ -725,7 +730,7 @@ def part_changes(request: str, *written: str, functions: tuple[str, ...]) -> dic
 
 
 def test_a_call_to_one_of_several_functions_asked_for_takes_the_values_of_its_part_of_the_request():
-    request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A and 25 turns."
+    request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A, 25 turns."
     asked = ("electric_field", "magnetic_field")
     # The magnetic field's first number is the first of its sentence, not the request's first.
     assert part_changes(request, PART_PIECES[0], functions=asked) == {"0": BIAS / 2, "0.5": BIAS / 2}

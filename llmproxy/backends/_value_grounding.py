@@ -175,8 +175,9 @@ the function's name, from its start or from a word's. Drawn without a repetition
 (llmproxy.backends.base.CALL_PENALTIES), SmolLM2 gave "variant" the "Manchester United" it had just
 given "player_name", "category" the name of the function called, and "name" "Louvre_Museum_get_hours"
 in a call to ``museum_get_hours``. So is one that goes on as its argument's own name, where the request
-does not write that: SmolLM2 gave ``detail_level`` the value "detail_level" for "Give me detail information
-about stocks of Apple Inc." (of the 3,505 string values BFCL's non-live answers accept, 1 begins so).
+does not write that, from the value's start or as a word of its own after the value's: SmolLM2 gave
+``detail_level`` the value "detail_level" for "Give me detail information about stocks of Apple Inc.", then
+"detailed_detail_level" (of the 3,505 string values BFCL's non-live answers accept, 1 begins so).
 
 A later call that so far is an earlier one, writing that one's last argument, is held off that one's value
 (llmproxy.backends._call_copy): the tokens that go on as it does are lowered by twice the bias, but not
@@ -636,10 +637,13 @@ class ValueGrounding:
                     break
         key = self._key  # its own name, where the request does not write it: "detail" + "_level"
         if written and key.lower().replace("_", " ") not in self._lowered_text:
+            before, joint, begun = written.rpartition("_")  # a word of its own after the value's, begun or not
             if key.lower().startswith(written.lower()):
                 lowered.update(self._tokens_starting(key[len(written):]))
-            elif written[-1:].isalnum():  # or as a word of its own after the value's: "detailed" + "_detail_level"
+            elif written[-1:].isalnum() and not key.lower().startswith(begun.lower()):  # "detailed" + "_detail_level"
                 lowered.update(token for token in self._tokens_starting("_" + key) if len(self._pieces[token]) > 1)
+            elif joint and before[-1:].isalnum() and key.lower().startswith(begun.lower()):
+                lowered.update(self._tokens_starting(key[len(begun):]))  # "detailed_" + "detail" + "_level"
         if lowered:
             logits[list(lowered)] -= self._bias
 
