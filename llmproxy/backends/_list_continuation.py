@@ -417,7 +417,8 @@ class ListContinuation:
             *before, last = [used_by(call) for call in self._calls]
             earlier = sum(before, Counter())
             new, left = last - earlier, asked - earlier - last
-            fresh = not several_functions or any(not (earlier + last)[value] for value in left)
+            held = earlier + last
+            fresh = not several_functions or any(not held[value] for value in left)
             if new and fresh and left.total() >= (1 if any_left else new.total()):
                 return 1
         return -1

@@ -638,11 +638,12 @@ class ValueGrounding:
         key = self._key  # its own name, where the request does not write it: "detail" + "_level"
         if written and key.lower().replace("_", " ") not in self._lowered_text:
             before, joint, begun = written.rpartition("_")  # a word of its own after the value's, begun or not
+            begins_key = key.lower().startswith(begun.lower())
             if key.lower().startswith(written.lower()):
                 lowered.update(self._tokens_starting(key[len(written):]))
-            elif written[-1:].isalnum() and not key.lower().startswith(begun.lower()):  # "detailed" + "_detail_level"
+            elif written[-1:].isalnum() and not begins_key:  # "detailed" + "_detail_level"
                 lowered.update(token for token in self._tokens_starting("_" + key) if len(self._pieces[token]) > 1)
-            elif joint and before[-1:].isalnum() and key.lower().startswith(begun.lower()):
+            elif joint and before[-1:].isalnum() and begins_key:
                 lowered.update(self._tokens_starting(key[len(begun):]))  # "detailed_" + "detail" + "_level"
         if lowered:
             logits[list(lowered)] -= self._bias
@@ -899,10 +900,8 @@ class ValueGrounding:
         next_number = self._next_in_region()
         if self._stands_beside_key(next_number):
             return next_number
-        region = self._region()
         beside = [place for place in range(len(self._in_order)) if self._stands_beside_key(place)
-                  and self._in_order[place] not in self._numbers_of.get(self._key, ())
-                  and (not region or in_regions(self._number_places[place], region))]
+                  and self._in_order[place] not in self._numbers_of.get(self._key, ()) and self._in_part(place)]
         if beside or next_number < len(self._in_order) or self._in_array():  # an array's: its list's
             return beside[0] if beside else next_number
         return self._first_unheld()
@@ -910,11 +909,15 @@ class ValueGrounding:
     def _next_in_region(self) -> int:
         """``_next_number``, unless the request asks for the call's function in parts of its own and that
         place is in none: then the first number there that no value of the answer holds, where one is."""
+        if self._in_part(self._next_number):
+            return self._next_number
+        return self._first_unheld(self._region())
+
+    def _in_part(self, place: int) -> bool:
+        """Whether the request's number at ``place`` is in the part where it asks for the call's function
+        (any is, where it asks for it in no part of its own)."""
         region = self._region()
-        place = self._next_number
-        if not region or (place < len(self._in_order) and in_regions(self._number_places[place], region)):
-            return place
-        return self._first_unheld(region)
+        return not region or (place < len(self._number_places) and in_regions(self._number_places[place], region))
 
     def _first_unheld(self, region: Sequence[Span] = ()) -> int:
         """The first place of the request's numbers (of those in ``region``, where given) that no value of the
