@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmproxy.backends._asked_arguments import asked_enums, asked_numbers, asked_true
+from llmproxy.backends._asked_arguments import asked_enums, asked_names, asked_numbers, asked_true
 from llmproxy.backends._list_continuation import number_words, worded_numbers
 
 
@@ -51,3 +51,10 @@ def test_an_argument_is_asked_where_the_request_writes_a_value_of_its_enum():
 def test_a_number_argument_is_asked_where_the_request_writes_a_number_beside_its_name_words(request_text, asked):
     around = [*number_words(request_text), *(words for _, words in worded_numbers(request_text))]
     assert asked_numbers(["max_cost", "num_tickets", "source"], around) == asked
+
+
+def test_a_string_argument_is_asked_where_the_request_writes_a_name_right_before_its_name_words():
+    request = "the latest updates for 'Call of Duty' on the 'Playstation' platform for the 'European' region"
+    names = {"Call of Duty", "Playstation", "European"}
+    assert asked_names(request, names, ("game", "platform", "region", "language")) == {"platform", "region"}
+    assert asked_names("the region of Europe", {"Europe"}, ("region",)) == frozenset()  # the name after it: no

@@ -48,3 +48,10 @@ def test_a_word_of_another_functions_arguments_asks_for_none_of_them():
 def test_a_place_is_in_a_part_where_one_holds_it():
     assert in_regions(3, [(0, 4)]) and in_regions(10, [(0, 4), (8, 12)])
     assert not in_regions(4, [(0, 4)]) and not in_regions(5, [])
+
+
+def test_a_plural_of_a_name_word_that_ends_in_e_asks_for_its_function():
+    request = "Find the latest updates for the game on Playstation, then find the current price on Xbox."
+    assert parts(request, "games_update_find", "games_price_find") == {
+        "games_update_find": ["Find the latest updates for the game on Playstation, "],
+        "games_price_find": ["then find the current price on Xbox."]}

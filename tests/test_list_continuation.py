@@ -19,7 +19,8 @@ PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", 
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
           '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', '"a": 12, "b": 18', '"a": 4, "b": 6',
           *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), '"s": "copper"', '"s": "aluminum"',
-          '"s": "copper", "t": "Boston"', '"a": 2018, "b": 2019, "c": 500, "d": 750', '"a": 2, "b": 4', "<|end|>"]
+          '"s": "copper", "t": "Boston"', '"a": 2018, "b": 2019, "c": 500, "d": 750', '"a": 2, "b": 4',
+          '"name": "points_game", "arguments": ', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -186,6 +187,17 @@ def test_a_request_that_does_not_ask_for_several_gets_one_call_where_several_fun
     written(continuation, *call('"s": "Seattle"'))
     logits = step(continuation, more=30.0)  # the model would go on
     assert bool(logits[COMMA] > -np.inf) == goes_on
+
+
+@pytest.mark.parametrize(("request_text", "goes_on"), [
+    ("The NBA's record for the most points in one game, and the record in one season.", True),
+    ("The NBA's record for the most points in one game.", False),  # the season's part: none
+])
+def test_several_functions_asked_for_in_parts_of_their_own_ask_for_several_calls(request_text, goes_on):
+    continuation = ListContinuation(TOKENS, PIECES, request_text, bias=-1.0, functions=("points_game", "points_season"),
+                                    offered=2, arguments_of={"points_game": ("league",), "points_season": ("league",)})
+    written(continuation, "{", '"name": "points_game", "arguments": ', "{", '"s": "Seattle"', "}}")
+    assert bool(step(continuation)[COMMA] > -np.inf) == goes_on  # the model's margin alone would end it
 
 
 def test_a_comma_between_digits_separates_thousands_only_before_three_digits():

@@ -751,3 +751,63 @@ def test_an_arrays_first_number_is_sure_where_a_list_of_the_requests_begins_ther
     assert changed_by(pieces, request, (pieces[0], "2", ", ")) == {"3": BIAS / 2}  # a later item: a guess
     assert changed_by(pieces, "Analyse building 2 for 3 or 4", (pieces[0],)) == {"2": BIAS / 2}  # no list
     assert changed_by(pieces, request, (pieces[1],)) == {"2": BIAS / 2}  # no array
+
+
+def raised_pieces(pieces: list[str], request: str, *written: str) -> dict[str, float]:
+    return {piece: change for piece, change in changed_by(pieces, request, written).items() if change > 0}
+
+
+def test_a_currency_argument_begins_as_the_code_of_the_currency_the_request_names_for_it():
+    pieces = ['{"name": "convert", "arguments": {"from_currency": "', '", "to_currency": "', "E", "EUR", "Eur",
+              "CAD", "C", "Can", '"', "UR"]
+    request = "Convert 150 Euros to Canadian dollars."
+    assert raised_pieces(pieces, request, pieces[0]) == {"E": 2 * BIAS, "EUR": 2 * BIAS}
+    assert raised_pieces(pieces, request, pieces[0], "E") == {"UR": 2 * BIAS}
+    assert raised_pieces(pieces, request, pieces[0], "EUR", pieces[1]) == {"C": 2 * BIAS, "CAD": 2 * BIAS}
+    assert changed_by(pieces, request, (pieces[0], "EUR")) == {'"': BIAS}  # whole: it ends
+
+
+def test_a_name_another_call_holds_that_is_written_outside_the_calls_part_is_lowered():
+    pieces = ['{"name": "price_find", "arguments": {"platform": "Xbox"}}, ', '{"name": "update_find", "arguments": {',
+              '"platform": "', "X", "Xbox", "Play", "Playstation",
+              '{"name": "update_find", "arguments": {"platform": "']
+    request = "Find the latest update of the game on the Playstation platform, then find the price on the Xbox."
+    asked = ("update_find", "price_find")
+    changes = changed_by(pieces, request, (pieces[0], pieces[1], pieces[2]), asked)
+    assert changes["X"] == changes["Xbox"] == -BIAS  # the price search's, copied
+    assert changes["Play"] == changes["Playstation"] == BIAS  # its own part's name, a name after a name
+    assert changed_by(pieces, request, (pieces[7],), asked) == {"Play": BIAS / 2, "Playstation": BIAS / 2}
+    request = "Find the latest update of the game on Playstation and on the Xbox, then its price on the same Xbox."
+    changes = changed_by(pieces, request, (pieces[0], pieces[1], pieces[2]), asked)
+    assert changes.get("Xbox", 0) >= 0  # the update's part writes it too
+
+
+def test_a_part_that_refers_to_what_the_request_wrote_before_may_take_another_calls_name():
+    pieces = ['{"name": "update_find", "arguments": {"game": "Halo"}}, ', '{"name": "price_find", "arguments": {',
+              '"game": "', "Halo", "Play", "Playstation"]
+    asked = ("update_find", "price_find")
+    written = (pieces[0], pieces[1], pieces[2])
+    request = "Find the latest update of Halo on the Xbox, then the price of the game on Playstation."
+    assert changed_by(pieces, request, written, asked)["Halo"] == -BIAS
+    request = "Find the latest update of Halo on the Xbox, then the price of the same game on Playstation."
+    assert changed_by(pieces, request, written, asked).get("Halo", 0) >= 0  # "the same game": Halo's
+
+
+def test_an_argument_asked_for_by_a_name_before_its_name_words_is_written_after_the_one_before_it():
+    pieces = ['{"name": "update_find", "arguments": {"platform": "Playstation"', ", ", "}}", "}"]
+    arguments = ArgumentKinds(strings=frozenset({"platform", "region"}),
+                              orders={"update_find": ("platform", "region")})
+    request = "Find the latest updates on the Playstation platform for the 'European' region."
+    changes = changed_by(pieces, request, (pieces[0],), arguments=arguments)
+    assert changes[", "] == BIAS and changes["}}"] == changes["}"] == -BIAS  # region is asked for: it follows
+    request = "Find the latest updates on the Playstation platform in Europe."
+    assert ", " not in changed_by(pieces, request, (pieces[0],), arguments=arguments)
+
+
+def test_the_one_number_of_a_functions_part_that_no_value_holds_is_sure():
+    pieces = ['{"name": "electric_field", "arguments": {"charge": 4, "distance": ',
+              '{"name": "electric_field", "arguments": {"distance": ', "3", "4", "25"]
+    request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A, 25 turns."
+    asked = ("electric_field", "magnetic_field")
+    assert changed_by(pieces, request, (pieces[0],), asked) == {"3": BIAS}
+    assert changed_by(pieces, request, (pieces[1],), asked) == {"3": BIAS / 2}  # 4 is left too: a guess

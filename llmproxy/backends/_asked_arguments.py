@@ -13,6 +13,11 @@ An argument with an enum: one of its values written in the request ("by public t
 "with a patio" for ``amenities``). Of the optional arguments of BFCL's non-live answers that either rule
 asks for, the answer needs 149 of 216 (SmolLM2 leaves optional arguments out), and takes the other 67.
 
+A string: the request writes one of its names (llmproxy.backends._list_continuation.written_names) right
+before a word of the argument's name ("the 'European' region" for ``region``). Of the optional string
+arguments of BFCL's non-live answers so asked, the answer needs 33 of 55 and takes 20 more; 2 must be left
+out (SmolLM2 ended the game update's arguments before ``region``, then wrote a call more for "European").
+
 A number: the request writes a number (in digits, or a word: "two tickets") beside the argument's name
 words ("a maximum cost of $50" for ``max_cost``; llmproxy.backends._list_continuation.number_words). Of
 the optional number arguments of BFCL's non-live answers so asked, the answer needs 97 of 155.
@@ -30,6 +35,7 @@ _SWITCH_WORDS = frozenset(content_words(
 _NEGATION = re.compile(r"\b(?:not|no|without|never|exclude|excluding|less|nor|neither|\w+n't)\b", re.IGNORECASE)
 _NEGATION_REACH = 4  # words before a name word that a negation of it stands in
 _WORD = re.compile(r"[A-Za-z']+")
+_WORD_AFTER = re.compile(r"['\"]?\s+([A-Za-z]+)")  # the word after a name (past its closing quote)
 # Characters of an enum value before the request writing it (in any case) counts: "a" is in every text. One
 # character shorter, it counts where the request writes it as it is, a word of its own.
 _MIN_ENUM_VALUE = 3
@@ -54,6 +60,17 @@ def asked_numbers(arguments: Collection[str], number_words: Sequence[frozenset[s
     request (``number_words``: the words around each of its numbers)."""
     return frozenset(argument for argument in arguments
                      if any(words & content_words(argument) for words in number_words))
+
+
+def asked_names(request: str, names: Collection[str], arguments: Collection[str]) -> frozenset[str]:
+    """Which of the string ``arguments`` (by name) the request asks for by writing one of its ``names``
+    right before a word of the argument's name ("the 'European' region", "on the Playstation platform")."""
+    after_names = set()
+    for name in names:
+        for found in re.finditer(re.escape(name), request):
+            if word := _WORD_AFTER.match(request, found.end()):
+                after_names |= content_words(word.group(1))
+    return frozenset(argument for argument in arguments if content_words(argument) & after_names)
 
 
 def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:

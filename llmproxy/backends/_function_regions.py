@@ -59,14 +59,21 @@ def function_regions(request: str, functions: Mapping[str, Sequence[str]]) -> di
 def _own_word_places(request: str, name: str, functions: Mapping[str, Sequence[str]]) -> list[int]:
     """Where ``request`` writes a word of the function ``name`` that no other of ``functions`` has in its
     name or its arguments' ("speed" of ``final_speed`` is the ``initial_speed`` of ``displacement``)."""
-    own = content_words(name).difference(*(content_words(" ".join((other, *arguments)))
-                                           for other, arguments in functions.items() if other != name))
+    own = _roots(content_words(name)).difference(*(_roots(content_words(" ".join((other, *arguments))))
+                                                   for other, arguments in functions.items() if other != name))
     places = []
     for word in _WORD.finditer(request):
-        stems = content_words(word.group())
-        if stems and stems <= own:
+        roots = _roots(content_words(word.group()))
+        if roots and roots <= own:
             places.append(word.start())
     return places
+
+
+def _roots(stems: frozenset[str]) -> frozenset[str]:
+    """``stems`` less a last "e": the stem of "updates" is "updat", of "update" "update" (llmproxy.common.
+    word_overlap cuts the plural's "es"), and a request asks for ``games_update_find`` as "the latest
+    updates". Here only: the words' scores that decide whether to call at all stay as they were measured."""
+    return frozenset(stem[:-1] if len(stem) >= 5 and stem.endswith("e") else stem for stem in stems)
 
 
 def _boundary(request: str, after: int, before: int) -> int:

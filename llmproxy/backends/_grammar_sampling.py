@@ -112,9 +112,9 @@ class GrammarCheckedLlama(Llama):
             vocab = self._model.vocab
             ends = {token for token in range(self.n_vocab()) if llama_cpp.llama_vocab_is_eog(vocab, token)}
             tokens = self._list_tokens[choice.separator] = ListTokens.of(self._pieces, ends, choice.separator)
-        enum_values = asked_enums(choice.request, ArgumentKinds.of(choice.functions).enums)
+        kinds = ArgumentKinds.of(choice.functions)
         return ListContinuation(tokens, self._pieces, choice.request, choice.continue_bias, choice.asked_functions,
-                                len(choice.functions), enum_values)
+                                len(choice.functions), asked_enums(choice.request, kinds.enums), kinds.orders)
 
     def _value_grounding(self, choice: GrammarChoice) -> ValueGrounding:
         """What holds a chosen call's values to its request, with this model's tokens (looked up once)."""

@@ -56,6 +56,12 @@ writes (SmolLM2 wrote the description's default, "trapezoid", for "... using sim
 that no value holds yet come first: "aluminum" in the call after "copper" for "the resistivity of copper
 and aluminum".
 
+A currency argument (its name says "currency", and it has no enum) takes the code of the currency the
+request names for it (llmproxy.backends._currencies): "EUR" for "150 Euros", from its first character with
+twice the bias, and its end once whole. Every one of the 49 currency values of BFCL's non-live answers takes
+the code, 19 the name as written too; the argument's side (where the conversion starts, where it ends) and
+the codes its earlier values took pick the currency for all 49 (SmolLM2 wrote "Euros" and "Canadian dollars").
+
 An argument the request holds no value for is left out: after a value, where each argument after it in
 its function's order is optional, not asked for, and either a number while the call holds each of the
 request's numbers, or one with an enum none of whose values the request writes, the end of the arguments
@@ -118,7 +124,12 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   the "Manchester United" a small model likes better; "Philadelphia" for the destination after "New York"
   for the source (any of them, where every one is used). Where the request asks for several functions in
   parts of their own, those written in the call's function's part, where any are (the game reviews' region
-  "American", where SmolLM2 wrote the "Xbox" of the price search's part). In a later call, where the call
+  "American", where SmolLM2 wrote the "Xbox" of the price search's part); and the first tokens of a name an
+  earlier call holds that the request writes only outside such a part holding names of its own are lowered
+  by the bias, unless the part refers back ("the same game", "in each city"): of the string values of
+  BFCL's parallel_multiple answers whose function's part holds names and writes no such words, none is a
+  name outside the part that another call holds (74 are a name in the part that another call holds too;
+  SmolLM2 gave the game update's platform the "Xbox" of the price search's). In a later call, where the call
   before gave the same argument one of the request's names, this is no guess: the calls go through the names
   the request lists, so a name no call holds yet ("Vegan Salad" for the second call's dish after the first's
   "Chicken Noodle Soup") gets the whole bias, and once begun, the value goes on as such a name does, not as
@@ -150,6 +161,9 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   (llmproxy.backends._function_regions), a call's guess is held to its function's part: past it, the first
   number there that no value holds yet; and of the numbers standing beside the argument's words, those
   there ("the magnetic field for a current of 0.5A": the magnetic field's first number, not the request's).
+  The one number of the part that no value holds yet gets the whole bias: of the number values of BFCL's
+  parallel_multiple answers whose function's part holds one such number, 164 of 188 are it (SmolLM2 gave
+  the electric field's ``distance`` the 25 of the magnetic field's part at half).
   Once such a value is begun, it goes on as that number does where several of the request's go on from
   what is written (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the
   request (1000, not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that
@@ -213,9 +227,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llmproxy.backends._asked_arguments import asked_enums, asked_numbers, asked_true
+from llmproxy.backends._asked_arguments import asked_enums, asked_names, asked_numbers, asked_true
 from llmproxy.backends._call_copy import CallCopy
 from llmproxy.backends._dates import date_formats, without_dates, written_dates
+from llmproxy.backends._currencies import currency_for, is_currency_argument, written_currencies
 from llmproxy.backends._function_regions import Span, function_regions, in_regions
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._listed_items import items_left
@@ -250,6 +265,7 @@ _JOINING_WORD = re.compile(r"\s+(?:in|to|from|with|for|on|at|by|and|during|betwe
 _SENTENCE_END = re.compile(r"[?!]|\.(?!\S)|$")
 _ABBREVIATION = re.compile(r"(?:^|\s)\S{1,3}$|\.\S*$")
 _QUOTES = "'\"‘“"
+_BACK_REFERENCE = re.compile(r"\b(?:same|each|both|these|those|it|them|there)\b", re.IGNORECASE)
 # An argument that names where something starts, or where it ends, by a word of its name; and the word the
 # request writes before such a name ("from Seattle", "to Boston").
 _ORIGIN_WORDS = frozenset({"from", "start", "origin", "source", "departure"})
@@ -311,6 +327,7 @@ class ArgumentKinds:
     date_formats: Mapping[str, str] = field(default_factory=dict)  # take a date, in this format (_dates.date_formats)
     booleans: frozenset[str] = frozenset()  # take true or false
     numbers: frozenset[str] = frozenset()  # take a number (an integer or not)
+    strings: frozenset[str] = frozenset()  # take a string
     enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # take (or their items take) these strings
     orders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # each function's arguments, in order
 
@@ -320,7 +337,8 @@ class ArgumentKinds:
                     for name in function.parameters["required"] if isinstance(name, str)}
         return cls(whole_percentages(functions), formatted_arguments(functions), frozenset(required),
                    date_formats(functions), _typed(functions, "boolean"),
-                   _typed(functions, "integer") | _typed(functions, "number"), _enums(functions),
+                   _typed(functions, "integer") | _typed(functions, "number"), _typed(functions, "string"),
+                   _enums(functions),
                    {function.name: tuple(_properties(function)) for function in functions})
 
 
@@ -422,8 +440,10 @@ class ValueGrounding:
         self._enum_values = asked_enums(request, self._arguments_are.enums)  # the enums' values it writes
         self._number_words = number_words(undated)  # the words around each number of ``_in_order``
         self._worded = worded_numbers(undated)  # the numbers written as words, with the words around each
+        names = written_names(undated)
         numbered = asked_numbers(self._arguments_are.numbers, [*self._number_words, *(w for _, w in self._worded)])
-        self._asked = self._true | frozenset(self._enum_values) | numbered  # arguments to write
+        named = asked_names(undated, names, self._arguments_are.strings)
+        self._asked = self._true | frozenset(self._enum_values) | numbered | named  # arguments to write
         self._number_lists = [Counter(listed) for listed in number_lists(undated)]  # a number as often as written
         self._list_starts = number_list_starts(undated)  # where in ``_in_order`` each of those begins
         self._array_start = 0  # where in ``_answer`` the last array opened
@@ -431,7 +451,6 @@ class ValueGrounding:
         self._numbers_of: dict[str, set[str]] = {}  # the number values written for each argument so far
         self._numbers_written: set[str] = set()  # the number values written so far
         self._amounts = amounts(undated)
-        names = written_names(undated)
         self._names = sorted(name[:_LOOK_AHEAD] for name in names)
         self._whole_names = {name.lower() for name in names}
         self._long_names = [_POSSESSIVE.sub("", name) for name in names if " " in name]  # of two words or more
@@ -466,7 +485,8 @@ class ValueGrounding:
                                   or any(len(values) > 1 for values in self._enum_values.values()))
         self._full_names = sorted(names)  # whole, as values a later call may take instead of a copy's
         self._names_after = {word: _names_after(request, word, names) for word in ("from", "to")}
-        self._strings_of: dict[str, set[str]] = {}  # the string values written for each argument so far
+        self._strings_of: dict[str, list[str]] = {}  # the string values written for each argument so far
+        self._currencies = written_currencies(request)
         # Where the request asks for each function, where it asks for several in parts of their own
         # (llmproxy.backends._function_regions), and where it writes each number and name.
         arguments_of = {name: self._arguments_are.orders.get(name, ()) for name in functions}
@@ -499,6 +519,11 @@ class ValueGrounding:
             rests = [date[len(self._value):] for date in dates if date.startswith(self._value)]
             if len(self._value) >= _SURE_DATE:
                 bias = 2 * self._bias  # "2023-04-08", not "2023-04-8"
+        elif in_value and (code := self._currency_code()) and code.startswith(self._value):
+            if self._value == code:
+                logits[self._closers] += bias
+                return
+            rests, bias = [code[len(self._value):]], 2 * self._bias  # "EUR" for "Euros": at the bias, "Euros"
         elif in_value and self._in_array() and self._holds_a_name_list(self._value):
             self._end_array(logits, bias)  # "C", "F", "G" of "a progression of C, F and G": whole
             return
@@ -545,6 +570,7 @@ class ValueGrounding:
                 rests, bias = longer, 2 * self._bias  # "Manchester" of "Manchester United": " United", not " City"
         elif in_value and not self._value:
             logits[self._schema_words] -= 2 * self._bias
+            self._lower_other_parts_names(logits)
             if directed := self._in_region(self._directed_names()):
                 rests = directed[:1]  # "from Seattle to Boston": Seattle for the origin, where SmolLM2 wrote Boston
             elif self._names_go_on():
@@ -578,7 +604,8 @@ class ValueGrounding:
         elif self._value_starts() and self._guess():
             place = self._guess_place()
             sure = (self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
-                    or (self._json.last == "[" and place in self._list_starts))  # an array's first item, a list's
+                    or (self._json.last == "[" and place in self._list_starts)  # an array's first item, a list's
+                    or self._last_of_part(place))
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
             if rests[0].startswith("-"):  # a digit first could be none of the request's negative numbers
                 bias = 2 * self._bias
@@ -673,6 +700,24 @@ class ValueGrounding:
         if lowered:
             logits[list(lowered)] -= 2 * self._bias
 
+    def _lower_other_parts_names(self, logits: np.ndarray) -> None:
+        """Lower, by the bias, the first tokens of the names an earlier call's values hold that the request
+        writes only outside the call's function's part, where that part holds names of its own: such a name
+        is another call's ("Xbox" of the price search for the game update's platform, where SmolLM2 copied
+        it), not where they go on as a name of the part ("New" of "New York" for "New Jersey"), and not where
+        the part refers to what the request wrote before ("the same game", "in each city")."""
+        region = self._region()
+        inside = self._in_region(self._names) if region else []
+        if not inside or inside == self._names or any(_BACK_REFERENCE.search(self._text[start:end])
+                                                      for start, end in region):
+            return  # "the same game", "in each city": the part takes another's values
+        earlier = self._answer[:self._call_start]
+        copied = [name for name in self._names if name not in inside and json.dumps(name)[:-1] in earlier]
+        lowered = {token for name in copied for token in self._tokens_starting(name)
+                   if not any(_goes_on_as(self._pieces[token], other) for other in inside)}
+        if lowered:
+            logits[list(lowered)] -= self._bias
+
     def _values_for_key(self) -> list[str]:
         """The values (as JSON text) the argument being written may take, as far as its schema and the request
         say: its enum's values, the request's numbers, or its names."""
@@ -724,7 +769,7 @@ class ValueGrounding:
         if not self._string_is_value:
             self._key = self._value
         else:
-            self._strings_of.setdefault(self._key, set()).add(self._value)
+            self._strings_of.setdefault(self._key, []).append(self._value)
         self._arguments[self._key] = self._value if self._string_is_value else ""
 
     def _dates_for_value(self) -> list[str]:
@@ -738,6 +783,16 @@ class ValueGrounding:
         fitting = [date for date in dates if date.startswith(self._value)]
         unused = [date for date in fitting if date not in self._answer[:len(self._answer) - len(self._value)]]
         return unused or fitting
+
+    def _currency_code(self) -> str:
+        """Where the value being written is an argument's that takes a currency (not from an enum), the code
+        of the currency the request names for it (llmproxy.backends._currencies); else ""."""
+        key = self._key
+        if (not self._currencies or not is_currency_argument(key) or key in self._arguments_are.enums
+                or len(self._json.open) != _ARGUMENTS_DEPTH):
+            return ""
+        held = [value for other, value in self._arguments.items() if other != key]
+        return currency_for(key, self._currencies, self._strings_of.get(key, []), held)
 
     def _asked_ahead(self) -> list[str]:
         """The arguments of the call's function after the last one written that the request asks for
@@ -795,7 +850,7 @@ class ValueGrounding:
         side = "from" if words & _ORIGIN_WORDS else "to" if words & _DESTINATION_WORDS else None
         if side is None:
             return []
-        given = self._strings_of.get(self._key, set())
+        given = self._strings_of.get(self._key, [])
         names = self._names_after[side]
         return [name for name in names if name not in given] or names
 
@@ -924,14 +979,26 @@ class ValueGrounding:
         answer holds (a string's numbers count): the values hold a number the request writes several times in
         its first places ("7%" of "7%, and the data 7, 8, 7", once 0.07 is written); ``_next_number`` where
         each is held."""
+        return next(iter(self._unheld_places(region)), self._next_number)
+
+    def _unheld_places(self, region: Sequence[Span] = ()) -> list[int]:
+        """The places of the request's numbers (of those in ``region``, where given) that no value of the
+        answer holds, as ``_first_unheld`` counts them."""
         held = used_amounts(self._answer, self._amounts)
+        places = []
         for place, number in enumerate(self._in_order):
             value = f"{float(number):.12g}"
             if held[value] > 0:
                 held[value] -= 1
             elif not region or in_regions(self._number_places[place], region):
-                return place
-        return self._next_number
+                places.append(place)
+        return places
+
+    def _last_of_part(self, place: int) -> bool:
+        """Whether the request's number at ``place`` is the one number of the call's function's part that no
+        value holds yet (where it asks for the function in a part of its own)."""
+        region = self._region()
+        return bool(region) and self._unheld_places(region) == [place]
 
     def _writes_a_key(self) -> bool:
         """Whether an argument's key is being written."""
