@@ -20,7 +20,7 @@ PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", 
           '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', '"a": 12, "b": 18', '"a": 4, "b": 6',
           *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), '"s": "copper"', '"s": "aluminum"',
           '"s": "copper", "t": "Boston"', '"a": 2018, "b": 2019, "c": 500, "d": 750', '"a": 2, "b": 4',
-          '"name": "points_game", "arguments": ', "<|end|>"]
+          '"name": "points_game", "arguments": ', '"name": "h", "arguments": ', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
 COMMA = PIECES.index(",")
@@ -198,6 +198,17 @@ def test_several_functions_asked_for_in_parts_of_their_own_ask_for_several_calls
                                     offered=2, arguments_of={"points_game": ("league",), "points_season": ("league",)})
     written(continuation, "{", '"name": "points_game", "arguments": ', "{", '"s": "Seattle"', "}}")
     assert bool(step(continuation)[COMMA] > -np.inf) == goes_on  # the model's margin alone would end it
+
+
+def test_an_answer_that_goes_back_to_the_functions_it_called_twice_in_a_row_is_not_held_to_one_it_did_not():
+    continuation = ListContinuation(TOKENS, PIECES, "Play songs, then show the charts, then also the news.", bias=-1.0,
+                                    functions=("f", "g", "h"))
+    written(continuation, *call('"a": 20'))
+    for name, value in (("g", '"a": 15'), ("f", '"a": 3')):
+        written(continuation, ",", " {", f'"name": "{name}", "arguments": ', "{", value, "}}")
+    assert step(continuation)[COMMA] == 0  # f, g, f: h is still to be called
+    written(continuation, ",", " {", '"name": "g", "arguments": ', "{", '"a": 20', "}}")
+    assert step(continuation)[COMMA] == -np.inf  # f, g, f, g: round and round; the model's margin ends it
 
 
 def test_a_comma_between_digits_separates_thousands_only_before_three_digits():
