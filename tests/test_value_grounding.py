@@ -753,6 +753,14 @@ def test_an_arrays_first_number_is_sure_where_a_list_of_the_requests_begins_ther
     assert changed_by(pieces, request, (pieces[1],)) == {"2": BIAS / 2}  # no array
 
 
+def test_an_array_goes_through_the_list_a_number_beside_its_words_is_in():
+    pieces = ['{"name": "f", "arguments": {"floors": [', "2", "3", "4", ", "]
+    request = "Analyse building B1004 for 2nd, 3rd and 4th floors"  # "floors" beside the 4
+    assert changed_by(pieces, request, (pieces[0],)) == {"2": BIAS}  # the list's first, where it begins
+    assert changed_by(pieces, request, (pieces[0], "2", ", ")) == {"3": BIAS / 2}  # on through it, not the 4
+    assert changed_by(pieces, "Analyse 2 buildings of 4 floors", (pieces[0],)) == {"4": BIAS}  # no list: beside
+
+
 def raised_pieces(pieces: list[str], request: str, *written: str) -> dict[str, float]:
     return {piece: change for piece, change in changed_by(pieces, request, written).items() if change > 0}
 

@@ -190,9 +190,9 @@ def number_lists(text: str) -> list[tuple[str, ...]]:
     return [tuple(value for _, value in listed) for listed in _listed_numbers(text)]
 
 
-def number_list_starts(text: str) -> frozenset[int]:
-    """Where in ``numbers_in_order`` each list of ``number_lists`` begins."""
-    return frozenset(listed[0][0] for listed in _listed_numbers(text))
+def number_list_starts(text: str) -> dict[int, int]:
+    """For each place in ``numbers_in_order`` of a number of a list of ``number_lists``, where its list begins."""
+    return {place: listed[0][0] for listed in _listed_numbers(text) for place, _ in listed}
 
 
 def _listed_numbers(text: str) -> list[list[tuple[int, str]]]:

@@ -157,7 +157,11 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   repetition penalty, SmolLM2 wrote the first call's a=5, b=6, c=1 again for "5, 6 and 1 ... 3, 2 and 1");
   so does an array's first item where a list of the request's numbers begins there: of the first items of
   BFCL's non-live arrays of numbers that their requests write, 74 of the 77 guessed where a list begins are
-  that list's first number. Where the request asks for several functions, each in a part of its own
+  that list's first number; and an array whose first number stands beside the argument's words in such a
+  list begins at the list's first, and its later items go on through the list ("2nd, 3rd and 4th floors":
+  2, 3, 4, where SmolLM2 wrote [4, 10, 2, 3, 4] after the 4 beside "floors"): with the answers' values
+  written before each, the guess is the answer's for 1,754 of the 2,358 number values of BFCL's non-live
+  answers, 1,694 without. Where the request asks for several functions, each in a part of its own
   (llmproxy.backends._function_regions), a call's guess is held to its function's part: past it, the first
   number there that no value holds yet; and of the numbers standing beside the argument's words, those
   there ("the magnetic field for a current of 0.5A": the magnetic field's first number, not the request's).
@@ -445,7 +449,7 @@ class ValueGrounding:
         named = asked_names(undated, names, self._arguments_are.strings)
         self._asked = self._true | frozenset(self._enum_values) | numbered | named  # arguments to write
         self._number_lists = [Counter(listed) for listed in number_lists(undated)]  # a number as often as written
-        self._list_starts = number_list_starts(undated)  # where in ``_in_order`` each of those begins
+        self._list_starts = number_list_starts(undated)  # where in ``_in_order`` the list of each listed one begins
         self._array_start = 0  # where in ``_answer`` the last array opened
         self._next_number = 0  # where in ``_in_order`` the next number value is guessed to be
         self._numbers_of: dict[str, set[str]] = {}  # the number values written for each argument so far
@@ -604,7 +608,7 @@ class ValueGrounding:
         elif self._value_starts() and self._guess():
             place = self._guess_place()
             sure = (self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
-                    or (self._json.last == "[" and place in self._list_starts)  # an array's first item, a list's
+                    or (self._json.last == "[" and place in self._list_starts.values())  # an array's first, a list's
                     or self._last_of_part(place))
             rests, bias = [self._guess()], self._bias if sure else self._bias / 2
             if rests[0].startswith("-"):  # a digit first could be none of the request's negative numbers
@@ -953,10 +957,13 @@ class ValueGrounding:
         year, after 2020, is 2015), but not for an array's item: the model goes through a list of its own
         choosing there ("the data 7, 8, 9 ..." after "10 years" and "$200", written twice)."""
         next_number = self._next_in_region()
-        if self._stands_beside_key(next_number):
-            return next_number
+        if self._stands_beside_key(next_number) or (
+                self._in_array() and self._list_starts.get(next_number, next_number) != next_number):
+            return next_number  # an array's later item goes on through the list it is in
         beside = [place for place in range(len(self._in_order)) if self._stands_beside_key(place)
                   and self._in_order[place] not in self._numbers_of.get(self._key, ()) and self._in_part(place)]
+        if beside and self._json.last == "[":  # an array's first item: the list's first ("2nd, 3rd and 4th
+            return self._list_starts.get(beside[0], beside[0])  # floors", not the 4 beside "floors")
         if beside or next_number < len(self._in_order) or self._in_array():  # an array's: its list's
             return beside[0] if beside else next_number
         return self._first_unheld()
