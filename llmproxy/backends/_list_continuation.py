@@ -34,7 +34,9 @@ parallel_multiple's 200, was 134; in 186 of multiple's 200, was 191).
 
 Then the functions: where the request says it asks for several things and names several of the offered
 functions in its words (llmproxy.decide.asked_functions), another call follows while one of those is not
-called yet ("Find the area of a rectangle ... Also, calculate the area of a circle").
+called yet ("Find the area of a rectangle ... Also, calculate the area of a circle"), unless the last two
+calls each went back to a function called before them: SmolLM2 called the event date search ten times
+over, each with another state, and never the chess rating asked for.
 
 Then the values. A request that asks for several calls names values for each, and calls rarely use values
 the request does not hold; so the values the request writes decide, numbers, names (runs of capitalised
@@ -440,7 +442,7 @@ class ListContinuation:
         the functions it calls, not on to one it has not (SmolLM2 called the event date search ten times
         over, each with another state, while the chess rating asked for was left uncalled)."""
         functions = [_function_of(call) for call in self._calls]
-        return len(functions) > 3 and all(function in functions[:-2] for function in functions[-2:])
+        return len(functions) > 2 and all(function in functions[:-2] for function in functions[-2:])
 
     def _items_left(self, call: str) -> bool:
         """Whether an argument of ``call`` has a value (other than one of the request's names: those are

@@ -233,8 +233,8 @@ import numpy as np
 
 from llmproxy.backends._asked_arguments import asked_enums, asked_names, asked_numbers, asked_true
 from llmproxy.backends._call_copy import CallCopy
-from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._currencies import currency_for, is_currency_argument, written_currencies
+from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._function_regions import Span, function_regions, in_regions
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._listed_items import items_left
@@ -955,7 +955,9 @@ class ValueGrounding:
         then the first of those that no call gave it yet ("5 years ago" for ``period_in_years``); past the
         last, the first that no value holds yet ("in 2015 ... the same for the year 2020": a later call's
         year, after 2020, is 2015), but not for an array's item: the model goes through a list of its own
-        choosing there ("the data 7, 8, 9 ..." after "10 years" and "$200", written twice)."""
+        choosing there ("the data 7, 8, 9 ..." after "10 years" and "$200", written twice). An array goes
+        through a list of the request's: its first item is the first of the list the number beside its words
+        is in, a later one the list's next."""
         next_number = self._next_in_region()
         if self._stands_beside_key(next_number) or (
                 self._in_array() and self._list_starts.get(next_number, next_number) != next_number):
