@@ -55,3 +55,12 @@ def test_a_plural_of_a_name_word_that_ends_in_e_asks_for_its_function():
     assert parts(request, "games_update_find", "games_price_find") == {
         "games_update_find": ["Find the latest updates for the game on Playstation, "],
         "games_price_find": ["then find the current price on Xbox."]}
+
+
+def test_a_word_that_describes_another_functions_argument_asks_for_its_function_nowhere_else():
+    request = "The electric field at 3m of a 4C charge? Also, the magnetic field of an electric current of 0.5A."
+    functions = {"electric_field": ("charge", "distance"), "magnetic_field": ("current", "length")}
+    assert function_regions(request, functions) == {
+        "electric_field": [(0, request.index(" Also"))], "magnetic_field": [(request.index(" Also"), len(request))]}
+    alone = "Find an electric current of 0.5A, then the magnetic field."  # its only word: it still asks
+    assert set(function_regions(alone, functions)) == {"electric_field", "magnetic_field"}

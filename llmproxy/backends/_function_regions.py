@@ -13,14 +13,14 @@ of the last one to its end. A function asked for in several places ("a piece of 
 audio signal ... After that, another piece of music") has a part at each.
 
 On BFCL's parallel_multiple requests, of the 485 string values of their answers that are one of the
-request's names, 413 are a function's whose part holds some of the request's names, and 405 of those are one
-its part holds (a value's function's part holds 2.9 names on average, its request 6.0); the 72 others are
+request's names, 420 are a function's whose part holds some of the request's names, and 409 of those are one
+its part holds (a value's function's part holds 2.9 names on average, its request 6.0); the 65 others are
 mostly where a function has no part of its own (its name's own words are nowhere in the request: beside
 ``musical_ticket_buy`` and ``concert_ticket_buy``, "get me a train ticket" gives ``train_ticket_buy`` a
 part, and "Buy me a ticket to the Mamma Mia musical" gives the concert none) or where a part refers to
 another's values ("the same species in the same location"). Of the 445 number values of a function with a
-part that their requests write, 397 are written there. Guessed in reading order from the first number of its
-function's part that no value holds yet, a call's number is the answer's for 362 of the 485 number values
+part that their requests write, 400 are written there. Guessed in reading order from the first number of its
+function's part that no value holds yet, a call's number is the answer's for 363 of the 485 number values
 those answers take from their requests, 337 in reading order alone. In multiple's requests (one call each),
 no number an answer takes lies outside its function's part (4 did with the names' words alone).
 """
@@ -58,15 +58,21 @@ def function_regions(request: str, functions: Mapping[str, Sequence[str]]) -> di
 
 def _own_word_places(request: str, name: str, functions: Mapping[str, Sequence[str]]) -> list[int]:
     """Where ``request`` writes a word of the function ``name`` that no other of ``functions`` has in its
-    name or its arguments' ("speed" of ``final_speed`` is the ``initial_speed`` of ``displacement``)."""
+    name or its arguments' ("speed" of ``final_speed`` is the ``initial_speed`` of ``displacement``); not
+    where the word after it is of another's arguments' names, where it is written elsewhere too: "an electric
+    current of 0.5A" describes the magnetic field's ``current``, and asks for no electric field there."""
     own = _roots(content_words(name)).difference(*(_roots(content_words(" ".join((other, *arguments))))
                                                    for other, arguments in functions.items() if other != name))
-    places = []
-    for word in _WORD.finditer(request):
+    others = _roots(content_words(" ".join(argument for other, arguments in functions.items() if other != name
+                                         for argument in arguments)))
+    words = list(_WORD.finditer(request))
+    places, describing = [], []
+    for index, word in enumerate(words):
         roots = _roots(content_words(word.group()))
+        after = _roots(content_words(words[index + 1].group())) if index + 1 < len(words) else frozenset()
         if roots and roots <= own:
-            places.append(word.start())
-    return places
+            (describing if after and after <= others else places).append(word.start())
+    return places or describing
 
 
 def _roots(stems: frozenset[str]) -> frozenset[str]:
