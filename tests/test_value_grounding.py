@@ -819,3 +819,14 @@ def test_the_one_number_of_a_functions_part_that_no_value_holds_is_sure():
     asked = ("electric_field", "magnetic_field")
     assert changed_by(pieces, request, (pieces[0],), asked) == {"3": BIAS}
     assert changed_by(pieces, request, (pieces[1],), asked) == {"3": BIAS / 2}  # 4 is left too: a guess
+
+
+def test_a_number_another_call_holds_that_is_written_outside_the_calls_part_is_lowered():
+    pieces = ['{"name": "gaussian_integral", "arguments": {"lower": -2, "upper": 2}}, ',
+              '{"name": "definite_integral", "arguments": {"lower": ', "-", "-2", "2", "0", "3"]
+    request = "Perform the Gaussian integral from -2 to 2. Also calculate the definite integral from 0 to 3.1416."
+    changes = changed_by(pieces, request, tuple(pieces[:2]), ("gaussian_integral", "definite_integral"))
+    assert changes["-"] == changes["-2"] == changes["2"] == -BIAS  # the Gaussian integral's, copied
+    assert changes["0"] > 0  # its own part's first
+    request = "Perform the Gaussian integral from -2 to 2. Also the definite integral of the same from 0 to 3.1416."
+    assert "2" not in changed_by(pieces, request, tuple(pieces[:2]), ("gaussian_integral", "definite_integral"))

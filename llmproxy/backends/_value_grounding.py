@@ -165,7 +165,11 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   (llmproxy.backends._function_regions), a call's guess is held to its function's part: past it, the first
   number there that no value holds yet; and of the numbers standing beside the argument's words, those
   there ("the magnetic field for a current of 0.5A": the magnetic field's first number, not the request's).
-  The one number of the part that no value holds yet gets the whole bias: of the number values of BFCL's
+  A number an earlier call holds that the request writes only outside the call's function's part, where
+  the part holds numbers and does not refer back, has its first tokens lowered by the bias, as such a name
+  has: of the number values of BFCL's parallel_multiple answers whose function's part holds numbers and
+  does not refer back, 4 of 307 are such a number (SmolLM2 gave the definite integral "from 0 to 3.1416"
+  the Gaussian integral's -2 and 2). The one number of the part that no value holds yet gets the whole bias: of the number values of BFCL's
   parallel_multiple answers whose function's part holds one such number, 164 of 188 are it (SmolLM2 gave
   the electric field's ``distance`` the 25 of the magnetic field's part at half).
   Once such a value is begun, it goes on as that number does where several of the request's go on from
@@ -606,6 +610,7 @@ class ValueGrounding:
         elif self._value_starts() and (worded := self._worded_for_key()):
             rests, bias = worded[:1], self._bias / 2
         elif self._value_starts() and self._guess():
+            self._lower_other_parts_numbers(logits)
             place = self._guess_place()
             sure = (self._is_fraction(place) or self._stands_beside_key(place) or self._function == self._last_function
                     or (self._json.last == "[" and place in self._list_starts.values())  # an array's first, a list's
@@ -710,15 +715,37 @@ class ValueGrounding:
         is another call's ("Xbox" of the price search for the game update's platform, where SmolLM2 copied
         it), not where they go on as a name of the part ("New" of "New York" for "New Jersey"), and not where
         the part refers to what the request wrote before ("the same game", "in each city")."""
-        region = self._region()
-        inside = self._in_region(self._names) if region else []
-        if not inside or inside == self._names or any(_BACK_REFERENCE.search(self._text[start:end])
-                                                      for start, end in region):
-            return  # "the same game", "in each city": the part takes another's values
+        inside = self._in_region(self._names) if self._region() else []
+        if not inside or inside == self._names or self._part_refers_back():
+            return
         earlier = self._answer[:self._call_start]
         copied = [name for name in self._names if name not in inside and json.dumps(name)[:-1] in earlier]
-        lowered = {token for name in copied for token in self._tokens_starting(name)
-                   if not any(_goes_on_as(self._pieces[token], other) for other in inside)}
+        self._lower_starts(logits, copied, inside)
+
+    def _lower_other_parts_numbers(self, logits: np.ndarray) -> None:
+        """The same for the request's numbers: lower, by the bias, the first tokens of those an earlier call's
+        values hold that the request writes only outside the call's function's part, where that part holds
+        numbers of its own ("from 0 to 3.1416" for the definite integral, where SmolLM2 wrote the "-2" and
+        "2" of the Gaussian integral's part)."""
+        if not self._region() or self._part_refers_back():
+            return
+        inside = {number for place, number in enumerate(self._in_order) if self._in_part(place)}
+        earlier = used_amounts(self._answer[:self._call_start], self._amounts)
+        copied = [number for number in self._in_order
+                  if number not in inside and earlier[f"{float(number):.12g}"] > 0]
+        if inside:
+            self._lower_starts(logits, copied, sorted(inside))
+
+    def _part_refers_back(self) -> bool:
+        """Whether the part where the request asks for the call's function refers to what it wrote before
+        ("the same game", "in each city"): that part takes another's values."""
+        return any(_BACK_REFERENCE.search(self._text[start:end]) for start, end in self._region())
+
+    def _lower_starts(self, logits: np.ndarray, values: Sequence[str], kept: Sequence[str]) -> None:
+        """Lower, by the bias, the tokens that begin one of ``values``, but not those that begin one of
+        ``kept`` too."""
+        lowered = {token for value in values for token in self._tokens_starting(value)
+                   if not any(_goes_on_as(self._pieces[token], other) for other in kept)}
         if lowered:
             logits[list(lowered)] -= self._bias
 
