@@ -828,5 +828,9 @@ def test_a_number_another_call_holds_that_is_written_outside_the_calls_part_is_l
     changes = changed_by(pieces, request, tuple(pieces[:2]), ("gaussian_integral", "definite_integral"))
     assert changes["-"] == changes["-2"] == changes["2"] == -BIAS  # the Gaussian integral's, copied
     assert changes["0"] > 0  # its own part's first
+    spaced = ['{"name": "gaussian_integral", "arguments": {"lower": -2, "upper": 2}}, ',
+              '{"name": "definite_integral", "arguments": {"lower":', " -", " -2", " ", " 0"]
+    changes = changed_by(spaced, request, tuple(spaced[:2]), ("gaussian_integral", "definite_integral"))
+    assert changes[" -"] == changes[" -2"] == -BIAS and " " not in changes  # no space yet: the spaced starts too
     request = "Perform the Gaussian integral from -2 to 2. Also the definite integral of the same from 0 to 3.1416."
     assert "2" not in changed_by(pieces, request, tuple(pieces[:2]), ("gaussian_integral", "definite_integral"))

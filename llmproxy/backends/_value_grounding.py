@@ -169,7 +169,7 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   the part holds numbers and does not refer back, has its first tokens lowered by the bias, as such a name
   has: of the number values of BFCL's parallel_multiple answers whose function's part holds numbers and
   does not refer back, 4 of 307 are such a number (SmolLM2 gave the definite integral "from 0 to 3.1416"
-  the Gaussian integral's -2 and 2). The one number of the part that no value holds yet gets the whole bias: of the number values of BFCL's
+  the Gaussian integral's -2 and 2, begun as " -" where no space was written yet: those starts too). The one number of the part that no value holds yet gets the whole bias: of the number values of BFCL's
   parallel_multiple answers whose function's part holds one such number, 164 of 188 are it (SmolLM2 gave
   the electric field's ``distance`` the 25 of the magnetic field's part at half).
   Once such a value is begun, it goes on as that number does where several of the request's go on from
@@ -742,9 +742,11 @@ class ValueGrounding:
         return any(_BACK_REFERENCE.search(self._text[start:end]) for start, end in self._region())
 
     def _lower_starts(self, logits: np.ndarray, values: Sequence[str], kept: Sequence[str]) -> None:
-        """Lower, by the bias, the tokens that begin one of ``values``, but not those that begin one of
-        ``kept`` too."""
-        lowered = {token for value in values for token in self._tokens_starting(value)
+        """Lower, by the bias, the tokens that begin one of ``values`` (after a space too, where none is written
+        yet), but not those that begin one of ``kept`` too."""
+        spaced = not self._answer[-1:].isspace() and not self._json.in_string
+        starts = [*values, *(" " + value for value in values if spaced)]
+        lowered = {token for value in starts for token in self._tokens_starting(value)
                    if not any(_goes_on_as(self._pieces[token], other) for other in kept)}
         if lowered:
             logits[list(lowered)] -= self._bias
