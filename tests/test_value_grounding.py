@@ -817,8 +817,8 @@ def test_the_one_number_of_a_functions_part_that_no_value_holds_is_sure():
               '{"name": "electric_field", "arguments": {"distance": ', "3", "4", "25"]
     request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A, 25 turns."
     asked = ("electric_field", "magnetic_field")
-    assert changed_by(pieces, request, (pieces[0],), asked) == {"3": BIAS}
-    assert changed_by(pieces, request, (pieces[1],), asked) == {"3": BIAS / 2}  # 4 is left too: a guess
+    assert changed_by(pieces, request, (pieces[0],), asked) == {"3": BIAS, "25": -BIAS}  # the magnetic field's 25
+    assert changed_by(pieces, request, (pieces[1],), asked) == {"3": BIAS / 2, "25": -BIAS}  # 4 is left too: a guess
 
 
 def test_a_number_another_call_holds_that_is_written_outside_the_calls_part_is_lowered():
@@ -828,6 +828,7 @@ def test_a_number_another_call_holds_that_is_written_outside_the_calls_part_is_l
     changes = changed_by(pieces, request, tuple(pieces[:2]), ("gaussian_integral", "definite_integral"))
     assert changes["-"] == changes["-2"] == changes["2"] == -BIAS  # the Gaussian integral's, copied
     assert changes["0"] > 0  # its own part's first
+    assert "3" not in changes  # the part's own 3.1416 goes on from it
     spaced = ['{"name": "gaussian_integral", "arguments": {"lower": -2, "upper": 2}}, ',
               '{"name": "definite_integral", "arguments": {"lower":', " -", " -2", " ", " 0"]
     changes = changed_by(spaced, request, tuple(spaced[:2]), ("gaussian_integral", "definite_integral"))
