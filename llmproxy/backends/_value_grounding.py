@@ -170,9 +170,9 @@ Three more guesses get half that (a start is a guess where a continuation is nea
   value yet (of the number values of BFCL's parallel_multiple answers so placed, 6 of 317 are such a
   number; SmolLM2 gave the electric field "at 3m" the 25 of the magnetic field's part), and after, where an
   earlier call holds it, as such a name is (4 of 307: SmolLM2 gave the definite integral "from 0 to
-  3.1416" the Gaussian integral's -2 and 2, begun as " -" where no space was written yet: those starts too). The one number of the part that no value holds yet gets the whole bias: of the number values of BFCL's
-  parallel_multiple answers whose function's part holds one such number, 164 of 188 are it (SmolLM2 gave
-  the electric field's ``distance`` the 25 of the magnetic field's part at half).
+  3.1416" the Gaussian integral's -2 and 2, begun as " -" where no space was written yet: those starts
+  too). The one number of the part that no value holds yet gets the whole bias: of the number values of
+  BFCL's parallel_multiple answers whose function's part holds one such number, 164 of 188 are it.
   Once such a value is begun, it goes on as that number does where several of the request's go on from
   what is written (11, not 15, after "8:20 and 11:50"), or where what is written is a later number of the
   request (1000, not 10, for "a principle of $1000 ... over 10 years"), and it ends where it is that
