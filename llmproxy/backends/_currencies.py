@@ -1,12 +1,13 @@
 """The currencies a request names, as the ISO 4217 codes a currency argument takes.
 
 "Convert 150 Euros to Canadian dollars" asks for ``from_currency`` "EUR" and ``to_currency`` "CAD": an API
-takes the code, and so do BFCL's answers - of the 45 currency values of its non-live answers, every one
-takes the code, 19 the name as the request writes it too (multiple_192 takes "EUR" and "CAD" alone, where
+takes the code, and so do BFCL's answers - of the 49 currency values of its non-live answers, every one
+takes the code, 31 the name as the request writes it too (multiple_192 takes "EUR" and "CAD" alone, where
 SmolLM2 wrote "Euros" and "Canadian dollars"). Which currency an argument takes follows the request's words:
 the one a conversion starts from is written after "from" or after an amount ("for 500 US dollars", "5000
 Euros"), the one it ends in after "to", "into" or "in" ("How many Canadian dollars can I get for 500 US
-dollars?": from USD to CAD); each of BFCL's 30 such pairs reads so.
+dollars?": from USD to CAD); so read, with the codes an argument's earlier values took, the sides pick the
+code for each of the 49 (23 calls take a pair).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ and aluminum".
 A currency argument (its name says "currency", and it has no enum) takes the code of the currency the
 request names for it (llmproxy.backends._currencies): "EUR" for "150 Euros", from its first character with
 twice the bias, and its end once whole. Every one of the 49 currency values of BFCL's non-live answers takes
-the code, 19 the name as written too; the argument's side (where the conversion starts, where it ends) and
+the code, 31 the name as written too; the argument's side (where the conversion starts, where it ends) and
 the codes its earlier values took pick the currency for all 49 (SmolLM2 wrote "Euros" and "Canadian dollars").
 
 An argument the request holds no value for is left out: after a value, where each argument after it in
