@@ -500,6 +500,10 @@ class ValueGrounding:
         # (llmproxy.backends._function_regions), and where it writes each number and name.
         arguments_of = {name: self._arguments_are.orders.get(name, ()) for name in functions}
         self._regions = function_regions(request, arguments_of) if asks_for_several(request) else {}
+        # the functions whose parts refer to what the request wrote before ("the same game", "in each city"):
+        # those parts take another's values
+        self._refers_back = {name for name, spans in self._regions.items()
+                             if any(_BACK_REFERENCE.search(request[start:end]) for start, end in spans)}
         self._number_places = number_places(undated)
         self._name_places: dict[str, list[int]] = {}  # by a name's first characters, as ``_names`` holds them
         for name in names:
@@ -716,8 +720,8 @@ class ValueGrounding:
         is another call's ("Xbox" of the price search for the game update's platform, where SmolLM2 copied
         it), not where they go on as a name of the part ("New" of "New York" for "New Jersey"), and not where
         the part refers to what the request wrote before ("the same game", "in each city")."""
-        inside = self._in_region(self._names) if self._region() else []
-        if not inside or inside == self._names or self._part_refers_back():
+        inside = self._in_part_only(self._names)
+        if not inside or self._function in self._refers_back:
             return
         earlier = self._answer[:self._call_start]
         copied = [name for name in self._names if name not in inside and json.dumps(name)[:-1] in earlier]
@@ -730,7 +734,7 @@ class ValueGrounding:
         of the magnetic field's part), else those an earlier call's values hold ("from 0 to 3.1416" for the
         definite integral, where it wrote the "-2" and "2" of the Gaussian integral's part)."""
         region = self._region()
-        if not region or self._part_refers_back():
+        if not region or self._function in self._refers_back:
             return
         inside = {number for place, number in enumerate(self._in_order) if self._in_part(place)}
         outside = [number for number in self._in_order if number not in inside]
@@ -739,11 +743,6 @@ class ValueGrounding:
             outside = [number for number in outside if earlier[f"{float(number):.12g}"] > 0]
         if inside:
             self._lower_starts(logits, outside, sorted(inside))
-
-    def _part_refers_back(self) -> bool:
-        """Whether the part where the request asks for the call's function refers to what it wrote before
-        ("the same game", "in each city"): that part takes another's values."""
-        return any(_BACK_REFERENCE.search(self._text[start:end]) for start, end in self._region())
 
     def _lower_starts(self, logits: np.ndarray, values: Sequence[str], kept: Sequence[str]) -> None:
         """Lower, by the bias, the tokens that begin one of ``values`` (after a space too, where none is written
@@ -918,10 +917,14 @@ class ValueGrounding:
     def _in_region(self, names: list[str]) -> list[str]:
         """Those of ``names`` (as ``_names`` holds them) that the request writes where it asks for the call's
         function, where any are; else all of them."""
+        return self._in_part_only(names) or names
+
+    def _in_part_only(self, names: list[str]) -> list[str]:
+        """Those of ``names`` that the request writes where it asks for the call's function (none where it
+        asks for it in no part of its own)."""
         region = self._region()
-        inside = [name for name in names
-                  if any(in_regions(place, region) for place in self._name_places.get(name[:_LOOK_AHEAD], ()))]
-        return inside or names
+        return [name for name in names
+                if any(in_regions(place, region) for place in self._name_places.get(name[:_LOOK_AHEAD], ()))]
 
     def _names_to_start(self) -> list[str]:
         """The names a string value may begin as: those that the call's text does not hold yet, of those the
