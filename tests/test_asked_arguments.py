@@ -42,6 +42,19 @@ def test_an_argument_is_asked_where_the_request_writes_a_value_of_its_enum():
     assert asked_enums("With wi fi and a patio", enums) == {"amenities": ("Wi_Fi", "Patio")}  # as it writes them
 
 
+def test_where_no_value_of_an_enum_is_written_as_it_is_one_written_in_another_form_is_asked():
+    levels = {"detail_level": ("summary", "detailed")}
+    assert asked_enums("Give me detail information about Apple", levels) == {"detail_level": ("detailed",)}
+    assert asked_enums("Give me a summary, in detail", levels) == {"detail_level": ("summary",)}  # as written first
+    metrics = {"metrics": ("Points", "Rebounds", "Assists")}
+    assert asked_enums("Get point and rebound stats", metrics) == {"metrics": ("Points", "Rebounds")}
+    assert asked_enums("A gluten-free cookie", {"diet": ("Vegan", "Gluten Free")}) == {"diet": ("Gluten Free",)}
+    assert asked_enums("Prices for the next 2 weeks", {"duration": ("1 week", "1 month")}) == {}  # numbers differ
+    assert asked_enums("Directions by transitway", {"mode": ("transit", "driving")}) == {}  # not an ending
+    assert asked_enums("an annual rate, compounded monthly", {"freq": ("annually", "monthly")}) == {
+        "freq": ("monthly",)}
+
+
 @pytest.mark.parametrize(("request_text", "asked"), [
     ("Find a ride to Philadelphia with a maximum cost of $50", {"max_cost"}),  # "maximum cost of $50"
     ("Get me two tickets for the concert", {"num_tickets"}),  # a number written as a word

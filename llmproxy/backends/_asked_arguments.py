@@ -12,6 +12,9 @@ one, 11 of 18 are false (parallel calls ask both ways: "with and without"), too 
 An argument with an enum: one of its values written in the request ("by public transit" for ``mode``,
 "with a patio" for ``amenities``). Of the optional arguments of BFCL's non-live answers that either rule
 asks for, the answer needs 149 of 216 (SmolLM2 leaves optional arguments out), and takes the other 67.
+Where the request writes none of an enum's values as it is, one it writes in another form counts ("detail"
+for "detailed", "point and rebound" for "Points" and "Rebounds"): of the 20 arguments of BFCL's non-live
+answers that this asks for, the answer takes the values so written in 16 (SmolLM2 wrote "detailed_stock_info").
 
 A string: the request writes one of its names (llmproxy.backends._list_continuation.written_names) right
 before a word of the argument's name ("the 'European' region" for ``region``). Of the optional string
@@ -39,6 +42,9 @@ _WORD_AFTER = re.compile(r"['\"]?\s+([A-Za-z]+)")  # the word after a name (past
 # Characters of an enum value before the request writing it (in any case) counts: "a" is in every text. One
 # character shorter, it counts where the request writes it as it is, a word of its own.
 _MIN_ENUM_VALUE = 3
+# The endings by which a request's word may differ from an enum value's (``_word_forms``), longest first.
+_FORM_ENDINGS = "es|ed|ly|s"
+_NEVER = re.compile(r"(?!)")
 
 
 def asked_true(request: str, arguments: Collection[str]) -> frozenset[str]:
@@ -80,7 +86,8 @@ def asked_enums(request: str, enums: Mapping[str, Sequence[str]]) -> dict[str, t
     another it writes ("new" of "like new")."""
     asked = {}
     for argument, values in enums.items():
-        places = {value: place for value in values if (place := _written_at(request, value)) is not None}
+        places = ({value: place for value in values if (place := _written_at(request, value)) is not None}
+                  or {value: found.start() for value in values if (found := _word_forms(value).search(request))})
         if written := [value for value in sorted(places, key=places.__getitem__)
                        if not any(_within(value, other, request) for other in places)]:
             asked[argument] = tuple(written)
@@ -102,3 +109,24 @@ def _written_at(request: str, value: str) -> int | None:
     else:
         found = re.search(rf"\b{re.escape(value.lower().replace('_', ' '))}\b", request.lower())
     return None if found is None else found.start()
+
+
+def _word_forms(value: str) -> re.Pattern[str]:
+    """Where a request writes each word of an enum's ``value`` in turn, in another form of it perhaps: a plural,
+    the word without one ("heart" for "hearts"), or with or without -ed or -ly ("detail" for "detailed",
+    "annual" for "Annually"); what else stands between them ("gluten-free" for "Gluten Free") or after them
+    ("%" of "field goal %") aside."""
+    words = _WORD.findall(value)
+    if not words or any(len(word) < _MIN_ENUM_VALUE for word in words) or any(char.isdigit() for char in value):
+        return _NEVER  # "1 week" is not written by "weeks"
+    forms = [rf"{re.escape(_stem(word))}(?:{_FORM_ENDINGS})?" for word in words]
+    return re.compile(rf"\b{'[^A-Za-z]{1,3}'.join(forms)}\b", re.IGNORECASE)
+
+
+def _stem(word: str) -> str:
+    """``word`` less one of the endings ``_word_forms`` allows, where four letters are left."""
+    lowered = word.lower()
+    for ending in _FORM_ENDINGS.split("|"):
+        if lowered.endswith(ending) and len(lowered) - len(ending) >= 4:
+            return lowered[:-len(ending)]
+    return lowered
