@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llmproxy.backends._value_grounding import (ArgumentKinds, GroundingTokens, ValueGrounding, described_choices,
-                                                formatted_arguments, whole_percentages)
+                                                described_examples, formatted_arguments, whole_percentages)
 from llmproxy.syntaxes.base import ChoosableFunction
 
 PIECES = ['{"a": ', "Apple", " Inc", '{"s": "', '{"k": [', "2", "20", "200", "0", "00", "5", ",", "}", '"', "Los", " Ang", "eles", "es",
@@ -620,6 +620,32 @@ def test_a_string_arguments_choices_quoted_in_its_description_are_its_enum():
     pieces = ['{"name": "integrate", "arguments": {"method": "', "s", "simpson", "tra", '"']
     assert changed_by(pieces, "Integrate it using simpson method", pieces[:1],
                       arguments=ArgumentKinds.of([function])) == {"s": BIAS, "simpson": BIAS, '"': -BIAS}
+
+
+@pytest.mark.parametrize(("description", "examples"), [
+    ("The type of flight e.g., one-way, round-trip", ("one-way", "round-trip")),
+    ("Type of the scale, either major or minor. Default is 'major'.", ("major", "minor")),
+    ("The property of the rectangle. It can be length, width or diagonal.", ("length", "width", "diagonal")),
+    ("The type of the exclusion e.g window, door etc.", ("window", "door")),
+    ("The key of the piece, e.g., C Major.", ()),  # one: no choice
+    ("The city and state, e.g. New York, NY", ()),  # a format's parts
+    ("The date, in the format e.g. 2023-01-01 or 01/01/2023", ()),  # a format
+])
+def test_a_description_names_examples_without_quotes(description, examples):
+    assert described_examples(description) == examples
+
+
+def test_a_string_arguments_examples_are_chosen_from_where_the_request_writes_one():
+    function = ChoosableFunction("flight", "", "", "", {"type": "object", "properties": {
+        "type": {"type": "string", "description": "The type of flight e.g., one-way, round-trip"},
+        "method": {"type": "string", "description": "Choices are 'trapezoid' or 'simpson', e.g. simpson"}}})
+    kinds = ArgumentKinds.of([function])
+    assert kinds.examples == {"type": ("one-way", "round-trip")} and kinds.enums == {"method": ("trapezoid", "simpson")}
+    assert kinds.choices() == {"type": ("one-way", "round-trip"), "method": ("trapezoid", "simpson")}
+    pieces = ['{"name": "flight", "arguments": {"type": "', "round", "-trip", "restaurant", '"']
+    request = "Then find the cheapest flight for round-trip from New York to Los Angeles"
+    assert changed_by(pieces, request, pieces[:1], arguments=kinds) == {"round": BIAS, '"': -BIAS}
+    assert changed_by(pieces, request, pieces[:2], arguments=kinds)["-trip"] == BIAS
 
 
 def test_a_negative_number_guessed_starts_with_its_sign_at_twice_the_bias():

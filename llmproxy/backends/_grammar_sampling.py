@@ -114,7 +114,7 @@ class GrammarCheckedLlama(Llama):
             tokens = self._list_tokens[choice.separator] = ListTokens.of(self._pieces, ends, choice.separator)
         kinds = ArgumentKinds.of(choice.functions)
         return ListContinuation(tokens, self._pieces, choice.request, choice.continue_bias, choice.asked_functions,
-                                len(choice.functions), asked_enums(choice.request, kinds.enums), kinds.orders)
+                                len(choice.functions), asked_enums(choice.request, kinds.choices()), kinds.orders)
 
     def _value_grounding(self, choice: GrammarChoice) -> ValueGrounding:
         """What holds a chosen call's values to its request, with this model's tokens (looked up once)."""

@@ -292,6 +292,13 @@ _ARRAY = re.compile(r"\[([^\[\]]*)\]")  # an array's items (of an array that hol
 # answers for arguments whose descriptions quote two or more, where the request writes one of those, 127 of
 # 138 are one the request writes.
 _QUOTED_CHOICE = re.compile(r"(?<!\w)'([^'\n]{1,30})'(?!\w)|\"([^\"\n]{1,30})\"")
+# Values a description names as examples or choices without quotes ("e.g., one-way, round-trip", "either
+# major or minor"): up to the sentence's end, a bracket or "etc". Where the request writes one of them, it is
+# the value as an enum's would be (``ArgumentKinds.choices``).
+_EXAMPLES = re.compile(r"\b(?:e\.g\.?|such as|for example|like|either|can be|one of|options are)[,:]?\s+"
+                       r"([^.;()]*?)(?:\.(?:\s|$)|;|\)|\(|\betc\b|$)", re.IGNORECASE)
+_EXAMPLE_BREAK = re.compile(r",\s*(?:or\s+|and\s+)?|\s+(?:or|and)\s+")
+_CODE = re.compile(r"[A-Z]{2,3}")  # "New York, NY" is a format's example, no choice of two
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
 _FORMAT = re.compile(r"\bformat|\b(?:e\.g\.|such as|for example)[^.]*\w, \w", re.IGNORECASE)
 
@@ -339,6 +346,12 @@ class ArgumentKinds:
     strings: frozenset[str] = frozenset()  # take a string
     enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # take (or their items take) these strings
     orders: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # each function's arguments, in order
+    examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # strings named by these examples
+
+    def choices(self) -> dict[str, tuple[str, ...]]:
+        """The values each argument with an enum or examples (``described_examples``) may be chosen from: where
+        the request writes some (``asked_enums``), the value is one of those."""
+        return {**self.examples, **self.enums}
 
     @classmethod
     def of(cls, functions: Sequence[ChoosableFunction]) -> ArgumentKinds:
@@ -348,7 +361,8 @@ class ArgumentKinds:
                    date_formats(functions), _typed(functions, "boolean"),
                    _typed(functions, "integer") | _typed(functions, "number"), _typed(functions, "string"),
                    _enums(functions),
-                   {function.name: tuple(_properties(function)) for function in functions})
+                   {function.name: tuple(_properties(function)) for function in functions},
+                   _examples(functions))
 
 
 def _goes_on_as(written: str, value: str) -> bool:
@@ -391,6 +405,27 @@ def _enums(functions: Sequence[ChoosableFunction]) -> dict[str, tuple[str, ...]]
             elif schema.get("type") == "string" and (values := described_choices(schema.get("description"))):
                 found[name] = values
     return found
+
+
+def _examples(functions: Sequence[ChoosableFunction]) -> dict[str, tuple[str, ...]]:
+    """The examples (``described_examples``) of the string arguments of ``functions`` that have no enum and
+    whose descriptions quote no choices."""
+    return {name: values for function in functions for name, schema in _properties(function).items()
+            if schema.get("type") == "string" and not schema.get("enum")
+            and not described_choices(schema.get("description"))
+            and (values := described_examples(schema.get("description")))}
+
+
+def described_examples(description: object) -> tuple[str, ...]:
+    """The values a string argument's description names, unquoted, as examples or choices of two or more
+    ("e.g., one-way, round-trip"), but not a format's parts ("e.g. New York, NY")."""
+    found = _EXAMPLES.search(description) if isinstance(description, str) else None
+    if found is None or re.search(r"\bformat", description, re.IGNORECASE):
+        return ()
+    values = tuple(dict.fromkeys(value.strip(" '\"") for value in _EXAMPLE_BREAK.split(found.group(1))))
+    if len(values) < 2 or not all(values) or any(_CODE.fullmatch(value) for value in values):
+        return ()
+    return values
 
 
 def described_choices(description: object) -> tuple[str, ...]:
@@ -446,7 +481,7 @@ class ValueGrounding:
         self._arguments_are = arguments if arguments is not None else ArgumentKinds()
         self._dates = written_dates(request)
         self._true = asked_true(request, self._arguments_are.booleans)
-        self._enum_values = asked_enums(request, self._arguments_are.enums)  # the enums' values it writes
+        self._enum_values = asked_enums(request, self._arguments_are.choices())  # the enums' values it writes
         self._number_words = number_words(undated)  # the words around each number of ``_in_order``
         self._worded = worded_numbers(undated)  # the numbers written as words, with the words around each
         names = written_names(undated)
