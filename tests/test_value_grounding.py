@@ -648,6 +648,26 @@ def test_a_string_arguments_examples_are_chosen_from_where_the_request_writes_on
     assert changed_by(pieces, request, pieces[:2], arguments=kinds)["-trip"] == BIAS
 
 
+def test_a_choice_none_of_whose_values_the_request_writes_takes_its_functions_default():
+    trends = {"type": "object", "properties": {"room": {"type": "string"}, "period": {
+        "type": "string", "enum": ["Daily", "Monthly"], "description": "The period. Default 'Daily'"}}}
+    prices = {"type": "object", "properties": {"period": {
+        "type": "string", "enum": ["Daily", "Monthly"], "default": "Monthly"}}}
+    kinds = ArgumentKinds.of([ChoosableFunction("trends", "", "", "", trends),
+                              ChoosableFunction("prices", "", "", "", prices)])
+    assert kinds.defaults == {("trends", "period"): "Daily", ("prices", "period"): "Monthly"}  # each its own
+    pieces = ['{"name": "trends", "arguments": {"room": "living room", "period": "', "Da", "ily", "Month", "string",
+              '"', '{"name": "prices", "arguments": {"period": "']
+    request = "Which paint color is most popular for living rooms?"
+    assert changed_by(pieces, request, pieces[:1], arguments=kinds) == {"Da": BIAS, "string": -2 * BIAS, '"': -BIAS}
+    assert changed_by(pieces, request, pieces[:2], arguments=kinds) == {"ily": BIAS}
+    assert changed_by(pieces, request, pieces[:3], arguments=kinds) == {'"': BIAS}  # whole: it ends
+    assert changed_by(pieces, request, pieces[-1:], arguments=kinds)["Month"] == BIAS
+    # A value of it the request writes is chosen instead, and the schema's words are no start of it either.
+    assert changed_by(pieces, "the trend of each month, monthly", pieces[:1], arguments=kinds) == {
+        "Month": BIAS, "string": -2 * BIAS, '"': -BIAS}
+
+
 def test_a_negative_number_guessed_starts_with_its_sign_at_twice_the_bias():
     pieces = ['{"name": "f", "arguments": {"start": ', '{"name": "f", "arguments": {"start":', "-", " -", " ", "2"]
     request = "the area from x = -2 to x = 3"
