@@ -59,7 +59,7 @@ and aluminum". So are the examples a description names without quotes ("e.g., on
 such arguments of BFCL's non-live answers, 62 take one it writes (SmolLM2 wrote "restaurant_search" and
 "string"). An argument with an enum or such choices none of which the request writes, whose schema or
 description names one as its default ("Default 'Daily'"), takes that one where it is written at all: of the
-31 such optional arguments of BFCL's non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for
+32 such optional arguments of BFCL's non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for
 "currently"). A schema's words ("string") are no start of either.
 
 A currency argument (its name says "currency", and it has no enum) takes the code of the currency the
