@@ -619,7 +619,7 @@ def test_a_string_arguments_choices_quoted_in_its_description_are_its_enum():
     assert described_choices('Either "metric" or "imperial".') == ("metric", "imperial")
     pieces = ['{"name": "integrate", "arguments": {"method": "', "s", "simpson", "tra", '"']
     assert changed_by(pieces, "Integrate it using simpson method", pieces[:1],
-                      arguments=ArgumentKinds.of([function])) == {"s": BIAS, "simpson": BIAS, '"': -BIAS}
+                      arguments=ArgumentKinds.of([function])) == {"s": 2 * BIAS, "simpson": 2 * BIAS, '"': -BIAS}
 
 
 @pytest.mark.parametrize(("description", "examples"), [
@@ -644,7 +644,7 @@ def test_a_string_arguments_examples_are_chosen_from_where_the_request_writes_on
     assert kinds.choices() == {"type": ("one-way", "round-trip"), "method": ("trapezoid", "simpson")}
     pieces = ['{"name": "flight", "arguments": {"type": "', "round", "-trip", "restaurant", '"']
     request = "Then find the cheapest flight for round-trip from New York to Los Angeles"
-    assert changed_by(pieces, request, pieces[:1], arguments=kinds) == {"round": BIAS, '"': -BIAS}
+    assert changed_by(pieces, request, pieces[:1], arguments=kinds) == {"round": 2 * BIAS, '"': -BIAS}  # sure
     assert changed_by(pieces, request, pieces[:2], arguments=kinds)["-trip"] == BIAS
 
 
@@ -665,7 +665,7 @@ def test_a_choice_none_of_whose_values_the_request_writes_takes_its_functions_de
     assert changed_by(pieces, request, pieces[-1:], arguments=kinds)["Month"] == BIAS
     # A value of it the request writes is chosen instead, and the schema's words are no start of it either.
     assert changed_by(pieces, "the trend of each month, monthly", pieces[:1], arguments=kinds) == {
-        "Month": BIAS, "string": -2 * BIAS, '"': -BIAS}
+        "Month": 2 * BIAS, "string": -2 * BIAS, '"': -BIAS}
 
 
 def test_a_negative_number_guessed_starts_with_its_sign_at_twice_the_bias():
@@ -710,9 +710,9 @@ def test_a_later_call_takes_an_enums_value_the_request_writes_that_no_call_holds
     request = "The resistance of a wire of copper and aluminum"
     empty = {'"}}': -BIAS}  # (an empty value is lowered)
     assert changed_by(pieces, request, pieces[:1], arguments=arguments) == {
-        "copper": BIAS, "aluminum": BIAS, "a": BIAS, "c": BIAS, **empty}
+        "copper": 2 * BIAS, "aluminum": 2 * BIAS, "a": 2 * BIAS, "c": 2 * BIAS, **empty}  # begun: twice
     assert changed_by(pieces, request, (*pieces[:4], pieces[0]), arguments=arguments) == {
-        "aluminum": BIAS, "a": BIAS, "copper": -2 * BIAS, "c": -2 * BIAS, **empty}  # (a copy of the call before)
+        "aluminum": 2 * BIAS, "a": 2 * BIAS, "copper": -2 * BIAS, "c": -2 * BIAS, **empty}  # (a copy of the call before)
 
 
 def test_past_the_requests_last_number_the_guess_is_the_first_no_value_holds_yet():
@@ -830,7 +830,9 @@ def test_a_name_another_call_holds_that_is_written_outside_the_calls_part_is_low
     changes = changed_by(pieces, request, (pieces[0], pieces[1], pieces[2]), asked)
     assert changes["X"] == changes["Xbox"] == -BIAS  # the price search's, copied
     assert changes["Play"] == changes["Playstation"] == BIAS  # its own part's name, a name after a name
-    assert changed_by(pieces, request, (pieces[7],), asked) == {"Play": BIAS / 2, "Playstation": BIAS / 2}
+    # First: while the part's own name is in no value yet, a name written only outside it is lowered too.
+    assert changed_by(pieces, request, (pieces[7],), asked) == {
+        "Play": BIAS / 2, "Playstation": BIAS / 2, "X": -BIAS, "Xbox": -BIAS}
     request = "Find the latest update of the game on Playstation and on the Xbox, then its price on the same Xbox."
     changes = changed_by(pieces, request, (pieces[0], pieces[1], pieces[2]), asked)
     assert changes.get("Xbox", 0) >= 0  # the update's part writes it too
