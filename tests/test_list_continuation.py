@@ -19,7 +19,7 @@ PIECES = ["{", '"name": "f", "arguments": ', '"name": "g", "arguments": ', "}", 
           ' {', '"s": "}, "', '"s": "Seattle"', '"s": "Boston"', '"s": "Chicago"', '"s": "Seattle, WA"',
           '"a": [20, 10, 5]', '"d": "2022-05-03"', '"d": "05/18/2022"', '"a": 12, "b": 18', '"a": 4, "b": 6',
           *(f'"a": 1000, "r": 0.05, "y": {years}' for years in (10, 20, 30)), '"s": "copper"', '"s": "aluminum"',
-          '"s": "copper", "t": "Boston"', '"a": 2018, "b": 2019, "c": 500, "d": 750', '"a": 2, "b": 4',
+          '"s": "copper", "t": "Boston"', '"s": "copper", "t": "aluminum"', '"a": 2018, "b": 2019, "c": 500, "d": 750', '"a": 2, "b": 4',
           '"name": "points_game", "arguments": ', '"name": "h", "arguments": ', "<|end|>"]
 END = len(PIECES) - 1
 TOKENS = ListTokens.of(PIECES, {END}, ",")
@@ -262,6 +262,7 @@ def test_calls_go_through_a_list_of_names_though_each_function_asked_for_is_call
     ({"s": ("copper",)}, ['"s": "copper"'], False),  # one value written: no list
     ({}, ['"s": "copper"'], False),  # no enum
     ({"a": ("20", "10")}, ['"a": [20, 10, 5]', '"a": [20, 10, 5]'], False),  # an array holds several itself
+    ({"s": ("copper", "aluminum"), "t": ("copper", "aluminum")}, ['"s": "copper", "t": "aluminum"'], False),  # held
 ])
 def test_calls_go_through_the_values_of_an_enum_the_request_writes(enum_values, values, goes_on):
     request_text = "The resistance of the copper wire; the aluminum one's too, if you like."

@@ -628,6 +628,10 @@ def test_a_string_arguments_choices_quoted_in_its_description_are_its_enum():
     ("The property of the rectangle. It can be length, width or diagonal.", ("length", "width", "diagonal")),
     ("The type of the exclusion e.g window, door etc.", ("window", "door")),
     ("The key of the piece, e.g., C Major.", ()),  # one: no choice
+    ("The mode of transportation (walk, bike, transit, drive).", ("walk", "bike", "transit", "drive")),
+    ("The genre (e.g. Drama, Comedy, etc)", ("Drama", "Comedy")),
+    ("The competition (for example, UEFA Champions League)", ()),
+    ("The report (which holds the totals, the averages and the counts, by year)", ()),  # a sentence
     ("The city and state, e.g. New York, NY", ()),  # a format's parts
     ("The date, in the format e.g. 2023-01-01 or 01/01/2023", ()),  # a format
 ])

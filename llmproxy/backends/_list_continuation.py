@@ -457,10 +457,12 @@ class ListContinuation:
         and no call before gave it, and one of those others is in no call yet ("the precipitation for the
         last six months, the last year, and the last five years": a call each)."""
         *before, last = [_arguments_of(call) for call in self._calls]
+        held = {value for arguments in (*before, last) for value in arguments.values() if isinstance(value, str)}
         for key, values in self._enum_lists.items():
             value = last.get(key)  # (an array holds several of the values itself: no call each)
             earlier = {arguments.get(key) for arguments in before if isinstance(arguments.get(key), str)}
-            if isinstance(value, str) and value in values and value not in earlier and set(values) - earlier - {value}:
+            # (not one another argument holds: "teaspoons in 2 tablespoons" asks for one conversion)
+            if isinstance(value, str) and value in values and value not in earlier and set(values) - held:
                 return True
         return False
 

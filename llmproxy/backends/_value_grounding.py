@@ -55,8 +55,8 @@ answers for such arguments, where the request writes one of the quoted values, 1
 writes (SmolLM2 wrote the description's default, "trapezoid", for "... using simpson method"). Those
 that no value holds yet come first: "aluminum" in the call after "copper" for "the resistivity of copper
 and aluminum". So are the examples a description names without quotes ("e.g., one-way, round-trip",
-"either major or minor"; not a format's parts: "e.g. New York, NY"), where the request writes one: of the 63
-such arguments of BFCL's non-live answers, 62 take one it writes (SmolLM2 wrote "restaurant_search" and
+"either major or minor", "(walk, bike, transit, drive)"; not a format's parts: "e.g. New York, NY"), where
+the request writes one: of the 66 such arguments of BFCL's non-live answers, 65 take one it writes (SmolLM2 wrote "restaurant_search" and
 "string"; so a single value chosen so, as any outside an array, starts at twice the bias). An argument with an enum or such choices none of which the request writes, whose schema or
 description names one as its default ("Default 'Daily'"), takes that one where it is written at all: of the
 32 such optional arguments of BFCL's non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for
@@ -308,6 +308,8 @@ _EXAMPLES = re.compile(r"\b(?:e\.g\.?|such as|for example|like|either|can be|one
                        r"([^.;()]*?)(?:\.(?:\s|$)|;|\)|\(|\betc\b|$)", re.IGNORECASE)
 _EXAMPLE_BREAK = re.compile(r",\s*(?:or\s+|and\s+)?|\s+(?:or|and)\s+")
 _CODE = re.compile(r"[A-Z]{2,3}")  # "New York, NY" is a format's example, no choice of two
+_BRACKETED = re.compile(r"\(([^()]*)\)")
+_MOST_EXAMPLE_WORDS = 3  # an example of more words is a sentence of the description's
 # The default a description names ("Default 'Daily'", "Default is 'major'.", "defaults to annually").
 _DEFAULT = re.compile(r"\bdefaults?(?: value)?(?: is| to|:)?\s+(?:['\"]([^'\"\n]{1,30})['\"]|([\w-]+))", re.IGNORECASE)
 # A description that prescribes a format, or shows one by an example of two parts ("e.g. Boston, MA").
@@ -449,12 +451,17 @@ def _chosen_defaults(functions: Sequence[ChoosableFunction]) -> dict[tuple[str, 
 
 def described_examples(description: object) -> tuple[str, ...]:
     """The values a string argument's description names, unquoted, as examples or choices of two or more
-    ("e.g., one-way, round-trip"), but not a format's parts ("e.g. New York, NY")."""
-    found = _EXAMPLES.search(description) if isinstance(description, str) else None
-    if found is None or re.search(r"\bformat", description, re.IGNORECASE):
+    ("e.g., one-way, round-trip"), or lists in brackets ("(walk, bike, transit, drive)"), but not a format's
+    parts ("e.g. New York, NY")."""
+    if not isinstance(description, str):
         return ()
-    values = tuple(dict.fromkeys(value.strip(" '\"") for value in _EXAMPLE_BREAK.split(found.group(1))))
-    if len(values) < 2 or not all(values) or any(_CODE.fullmatch(value) for value in values):
+    if found := _EXAMPLES.search(description):
+        listed = "" if re.search(r"\bformat", description, re.IGNORECASE) else found.group(1)
+    else:  # or a list in brackets: "(walk, bike, transit, drive)"
+        listed = next((found.group(1) for found in _BRACKETED.finditer(description) if "," in found.group(1)), "")
+    values = tuple(dict.fromkeys(value.strip(" '\"") for value in _EXAMPLE_BREAK.split(listed.strip(" ,"))))
+    if (len(values) < 2 or not all(values) or any(_CODE.fullmatch(value) for value in values)
+            or any(len(value.split()) > _MOST_EXAMPLE_WORDS for value in values)):
         return ()
     return values
 
