@@ -54,12 +54,13 @@ more ("Choices are 'trapezoid' or 'simpson'") has those as its enum: of the valu
 answers for such arguments, where the request writes one of the quoted values, 127 of 138 are one it
 writes (SmolLM2 wrote the description's default, "trapezoid", for "... using simpson method"). Those
 that no value holds yet come first: "aluminum" in the call after "copper" for "the resistivity of copper
-and aluminum". So are the examples a description names without quotes ("e.g., one-way, round-trip",
-"either major or minor", "(walk, bike, transit, drive)"; not a format's parts: "e.g. New York, NY"), where
-the request writes one: of the 66 such arguments of BFCL's non-live answers, 65 take one it writes (SmolLM2 wrote "restaurant_search" and
-"string"; so a single value chosen so, as any outside an array, starts at twice the bias). An argument with an enum or such choices none of which the request writes, whose schema or
-description names one as its default ("Default 'Daily'"), takes that one where it is written at all: of the
-32 such optional arguments of BFCL's non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for
+and aluminum". So are the examples a description names without quotes ("e.g., one-way, round-trip", "either
+major or minor", "(walk, bike, transit, drive)"; not a format's parts: "e.g. New York, NY"), where the request
+writes one: of the 66 such arguments of BFCL's non-live answers, 65 take one it writes (SmolLM2 wrote
+"restaurant_search" and "string"; so a single value chosen so, as any outside an array, starts at twice the
+bias). An argument with an enum or such choices none of which the request writes, whose schema or description
+names one as its default ("Default 'Daily'"), takes that one where it is written at all: of the 32 such
+optional arguments of BFCL's non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for
 "currently"). A schema's words ("string") are no start of either.
 
 A currency argument (its name says "currency", and it has no enum) takes the code of the currency the
