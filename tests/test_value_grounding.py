@@ -708,13 +708,13 @@ def test_optional_arguments_the_request_holds_no_value_for_are_left_out(request_
     assert (changed.get("}", 0.0) - changed.get(", ", 0.0) == 2 * BIAS) == closes
 
 
-def test_a_later_call_takes_an_enums_value_the_request_writes_that_no_call_holds_yet_first():
+def test_a_later_call_takes_the_first_enum_value_the_request_writes_that_no_call_holds_yet():
     pieces = ['{"name": "f", "arguments": {"metal": "', "copper", '"}}', ", ", "aluminum", "a", "c"]
     arguments = ArgumentKinds(enums={"metal": ("copper", "aluminum", "iron")})
     request = "The resistance of a wire of copper and aluminum"
     empty = {'"}}': -BIAS}  # (an empty value is lowered)
     assert changed_by(pieces, request, pieces[:1], arguments=arguments) == {
-        "copper": 2 * BIAS, "aluminum": 2 * BIAS, "a": 2 * BIAS, "c": 2 * BIAS, **empty}  # begun: twice
+        "copper": 2 * BIAS, "c": 2 * BIAS, **empty}  # the first the request writes, begun at twice the bias
     assert changed_by(pieces, request, (*pieces[:4], pieces[0]), arguments=arguments) == {
         "aluminum": 2 * BIAS, "a": 2 * BIAS, "copper": -2 * BIAS, "c": -2 * BIAS, **empty}  # (a copy of the call before)
 
