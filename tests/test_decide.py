@@ -15,9 +15,8 @@ from llmproxy.backends._function_ranking import Judgement
 from llmproxy.backends.base import Capabilities, Completion
 from llmproxy.common.word_overlap import content_words, word_overlap
 from llmproxy.decide import (ASKED_FLOOR, ASKED_SHARE, CALL_BIAS, DESCRIPTION_WORDS_WEIGHT, MAX_RANKED_FUNCTIONS,
-                             NAME_WORDS_WEIGHT,
-                             PARAMETER_WORDS_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT, WORDS_OFFSET, request_decide,
-                             asked_functions, route_decide, words_bias)
+                             NAME_WORDS_WEIGHT, PARAMETER_WORDS_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT,
+                             SEVERAL_BIAS, WORDS_OFFSET, asked_functions, request_decide, route_decide, words_bias)
 from llmproxy.types import FunctionDefinition
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.prompts import load_wrapper
@@ -290,6 +289,8 @@ def test_the_words_bias_weighs_the_best_functions_name_description_and_parameter
     assert words_bias("Will rain fall tomorrow in the city?", [forecast]) == pytest.approx(
         DESCRIPTION_WORDS_WEIGHT * 3 / 4 + PARAMETER_WORDS_WEIGHT / 2 + WORDS_OFFSET)  # rain, tomorrow, city of 4
     assert words_bias("Tell me a joke.", [forecast]) == WORDS_OFFSET
+    # A request that asks for several things leans to a call by SEVERAL_BIAS more.
+    assert words_bias("Tell me a joke, and then another one.", [forecast]) == WORDS_OFFSET + SEVERAL_BIAS
     assert plan(_request([{"role": "system", "content": "Weather?"}]),
                 _route(ChoosingBackend())).params.choice_grammar.words_bias == 0.0  # no request text to read
 
