@@ -123,6 +123,8 @@ def test_names_are_capitalised_runs_and_quoted_text():
         "seattle, wa", "los angeles, ca", "usa", "uk"}  # a place and its state's code are one name
     assert names("\"Can you check if Bulbasaur can learn 'Solar Beam', and then the same for 'Surf'? Thanks.\"") == {
         "bulbasaur", "solar beam", "surf"}  # a quoted question is no name
+    assert names("Forests in the Amazon and the Boreal Forests of Canada, the population of Japan") == {
+        "amazon", "boreal forests of canada", "japan"}  # "of" between capitalised words is the name's
     assert names_in('{"name": "f", "arguments": {"museum": "Louvre_Museum"}}', {"louvre museum", "paris"}) == {"louvre museum"}
     asked = {"new york city", "vegan salad"}
     assert names_in('{"city": "New York", "diet": "Vegan"}', asked) == {"new york city"}  # most of it, not a word of it

@@ -102,7 +102,7 @@ _SCALES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
 _CLOSING = r"\s*(\}+)\s*"  # and then the separator
 _CAPITALISED_WORD = r"[A-Z](?:[\w'&-]|\.(?=\w))*\.?"  # D.C. and Inc. too
 _CODE_AFTER = r"(?:(?<=[a-z]), [A-Z]{2,3}\b)?"  # a state's or country's code: "Boston, MA"
-_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+{_CAPITALISED_WORD})*{_CODE_AFTER}")
+_CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+(?:of\s+)?{_CAPITALISED_WORD})*{_CODE_AFTER}")
 # A day of the week is a date's word, not a name: "concerts near Berlin and Paris next Friday" asks for two
 # calls, and with Friday a name, the first (Berlin, next Friday) used two names, left one, and ended the answer.
 _WEEKDAYS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
@@ -232,14 +232,15 @@ def names(text: str) -> set[str]:
 
 
 def written_names(text: str) -> set[str]:
-    """The names written in ``text``, as written: runs of capitalised words (a sentence's first word is
-    not a name on its own: "Find" in "Find flights to Paris"; "Paris" is), with the code of a state or
+    """The names written in ``text``, as written: runs of capitalised words, "of" between them too ("Boreal
+    Forests of Canada": SmolLM2 wrote "Boreal Forests", and a call more for "Canada"; a sentence's first word
+    is not a name on its own: "Find" in "Find flights to Paris"; "Paris" is), with the code of a state or
     country after a comma ("Boston, MA": a call that holds "Boston" holds it), and quoted text."""
     found = {quoted for match in _QUOTED.finditer(text) for quoted in match.groups() if quoted}
     for match in _CAPITALISED_RUN.finditer(text):
         words = match.group().rstrip(".'").split()
         if _SENTENCE_START.search(text[:match.start()]) or words[0] == "I" or words[0].startswith("I'"):
-            words = words[1:]
+            words = words[2:] if words[1:2] == ["of"] else words[1:]  # "Fans of Manchester City"
         if words and len(words[0]) > 1 and not set(words) <= _WEEKDAYS:  # a single letter is too weak a
             found.add(" ".join(words))  # name: the C of 0°C
     return found
