@@ -825,6 +825,16 @@ def test_a_currency_argument_begins_as_the_code_of_the_currency_the_request_name
     assert changed_by(pieces, request, (pieces[0], "EUR")) == {'"': BIAS}  # whole: it ends
 
 
+def test_another_arguments_value_does_not_begin_as_a_currency_code_the_request_names_only_in_words():
+    pieces = ['{"name": "convert", "arguments": {"from_currency": "JPY"}}, ', '{"name": "units", "arguments": {',
+              '"from_unit": "', "J", "JPY", "km", "USD", '{"name": "convert", "arguments": {"from_currency": "']
+    request = "Convert 5000 Japanese Yen into USD, then 15 kilometers into miles."
+    changes = changed_by(pieces, request, tuple(pieces[:3]))
+    assert changes["JPY"] == -BIAS and changes["J"] == -BIAS + BIAS / 2  # (J begins "Japanese Yen" too)
+    assert changes["USD"] == BIAS / 2  # written as it is: a name to begin with as any
+    assert changed_by(pieces, request, pieces[-1:])["JPY"] == 2 * BIAS  # a currency's argument takes it
+
+
 def test_a_name_another_call_holds_that_is_written_outside_the_calls_part_is_lowered():
     pieces = ['{"name": "price_find", "arguments": {"platform": "Xbox"}}, ', '{"name": "update_find", "arguments": {',
               '"platform": "', "X", "Xbox", "Play", "Playstation",

@@ -69,7 +69,9 @@ A currency argument (its name says "currency", and it has no enum) takes the cod
 request names for it (llmproxy.backends._currencies): "EUR" for "150 Euros", from its first character with
 twice the bias, and its end once whole. Every one of the 49 currency values of BFCL's non-live answers takes
 the code, 31 the name as written too; the argument's side (where the conversion starts, where it ends) and
-the codes its earlier values took pick the currency for all 49 (SmolLM2 wrote "Euros" and "Canadian dollars").
+the codes its earlier values took pick the currency for all 49 (SmolLM2 wrote "Euros" and "Canadian dollars"). Another argument's value does
+not begin as the code of a currency the request names only in words (SmolLM2 gave the unit conversion after
+"5000 Japanese Yen into US Dollars" a ``from_unit`` of "JPY").
 
 An argument the request holds no value for is left out: after a value, where each argument after it in
 its function's order is optional, not asked for, and either a number while the call holds each of the
@@ -670,6 +672,7 @@ class ValueGrounding:
         elif in_value and not self._value:
             self._lower_schema_words(logits)
             self._lower_other_parts_names(logits)
+            self._lower_currency_codes(logits)
             if directed := self._in_region(self._directed_names()):
                 rests = directed[:1]  # "from Seattle to Boston": Seattle for the origin, where SmolLM2 wrote Boston
             elif self._names_go_on():
@@ -835,6 +838,13 @@ class ValueGrounding:
             outside = [number for number in outside if earlier[f"{float(number):.12g}"] > 0]
         if inside:
             self._lower_starts(logits, outside, sorted(inside))
+
+    def _lower_currency_codes(self, logits: np.ndarray) -> None:
+        """Lower, by the bias, the codes of the currencies the request names in words as the start of another
+        argument's value: "JPY" is a currency's ("5000 Japanese Yen"), not the unit of "15 kilometers"."""
+        if self._currencies and not is_currency_argument(self._key):
+            codes = {mention.code for mention in self._currencies} - set(re.findall(r"\b[A-Z]{3}\b", self._text))
+            self._lower_starts(logits, sorted(codes), ())
 
     def _lower_schema_words(self, logits: np.ndarray) -> None:
         """Lower the words of a schema ("string", "integer") as a string value's start, by twice the bias."""
