@@ -41,37 +41,37 @@ yet first ("from July 10, 2022 to July 20, 2022": the second date argument takes
 the bias once four characters are written (SmolLM2 wrote "2023-04-8" for April 8th against the bias
 alone). Begun otherwise, it is held as any string.
 
-An argument the request asks for in its own words (llmproxy.backends._asked_arguments) is written: after
-each value, while one of the call's later arguments is asked for and not given, the separator gets the
-bias (the end of the arguments is lowered by as much: drawn without a repetition penalty, SmolLM2 closed
-them against the raised separator: "Get me two tickets ..." without ``num_tickets``), and so does the key
-of the first such one as it is written; a boolean asked for gets it on true
-(``include_description`` for "... and a brief description of each", where SmolLM2 wrote false as often as
-not, or left it out), an enum asked for is one whose value the request writes ("by public transit"), and
-its value is that one, from the first character (SmolLM2 wrote the "Wi-Fi" its description names as the
-default for "a sushi restaurant with a patio"). A string argument whose description quotes two values or
-more ("Choices are 'trapezoid' or 'simpson'") has those as its enum: of the values of BFCL's non-live
-answers for such arguments, where the request writes one of the quoted values, 127 of 138 are one it
-writes (SmolLM2 wrote the description's default, "trapezoid", for "... using simpson method"). The first
-the request writes that no value holds yet is the one: "aluminum" in the call after "copper" for "the
-resistivity of copper and aluminum" (of such values of BFCL's non-live answers where the request writes two
-or more, 118 of 122 that no value before holds are that first one; SmolLM2 gave Barcelona "La Liga" of "in
-the UEFA Champions League and La Liga respectively"). So are the examples a description names without quotes ("e.g., one-way, round-trip", "either
-major or minor", "(walk, bike, transit, drive)"; not a format's parts: "e.g. New York, NY"), where the request
-writes one: of the 66 such arguments of BFCL's non-live answers, 65 take one it writes (SmolLM2 wrote
-"restaurant_search" and "string"; so a single value chosen so, as any outside an array, starts at twice the
-bias). An argument with an enum or such choices none of which the request writes, whose schema or description
-names one as its default ("Default 'Daily'"), takes that one where it is written at all: of the 32 such
-optional arguments of BFCL's non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for
-"currently"). A schema's words ("string") are no start of either.
+An argument the request asks for in its own words (llmproxy.backends._asked_arguments) is written: after each
+value, while one of the call's later arguments is asked for and not given, the separator gets the bias (the
+end of the arguments is lowered by as much: drawn without a repetition penalty, SmolLM2 closed them against
+the raised separator: "Get me two tickets ..." without ``num_tickets``), and so does the key of the first such
+one as it is written; a boolean asked for gets it on true (``include_description`` for "... and a brief
+description of each", where SmolLM2 wrote false as often as not, or left it out), an enum asked for is one
+whose value the request writes ("by public transit"), and its value is that one, from the first character
+(SmolLM2 wrote the "Wi-Fi" its description names as the default for "a sushi restaurant with a patio"). A
+string argument whose description quotes two values or more ("Choices are 'trapezoid' or 'simpson'") has those
+as its enum: of the values of BFCL's non-live answers for such arguments, where the request writes one of the
+quoted values, 127 of 138 are one it writes (SmolLM2 wrote the description's default, "trapezoid", for "...
+using simpson method"). So do the examples a description names without quotes ("e.g., one-way, round- trip",
+"either major or minor", "(walk, bike, transit, drive)"; not a format's parts: "e.g. New York, NY"), where the
+request writes one: of the 66 such arguments of BFCL's non-live answers, 65 take one it writes (SmolLM2 wrote
+"restaurant_search" and "string": a single value chosen so, as any outside an array, starts at twice the
+bias). Of the values the request writes, the first that no value holds yet is the one: "aluminum" in the call
+after "copper" for "the resistivity of copper and aluminum" (of such values of BFCL's non-live answers where
+the request writes two or more, 118 of 122 that no value before holds are that first one; SmolLM2 gave
+Barcelona the "La Liga" of "in the UEFA Champions League and La Liga respectively"). An argument with an enum
+or such choices none of which the request writes, whose schema or description names one as its default
+("Default 'Daily'"), takes that one where it is written at all: of the 32 such optional arguments of BFCL's
+non-live answers, 29 accept the default (SmolLM2 wrote "Monthly" for "currently"). A schema's words ("string")
+are no start of either.
 
-A currency argument (its name says "currency", and it has no enum) takes the code of the currency the
-request names for it (llmproxy.backends._currencies): "EUR" for "150 Euros", from its first character with
-twice the bias, and its end once whole. Every one of the 49 currency values of BFCL's non-live answers takes
-the code, 31 the name as written too; the argument's side (where the conversion starts, where it ends) and
-the codes its earlier values took pick the currency for all 49 (SmolLM2 wrote "Euros" and "Canadian dollars"). Another argument's value does
-not begin as the code of a currency the request names only in words (SmolLM2 gave the unit conversion after
-"5000 Japanese Yen into US Dollars" a ``from_unit`` of "JPY").
+A currency argument (its name says "currency", and it has no enum) takes the code of the currency the request
+names for it (llmproxy.backends._currencies): "EUR" for "150 Euros", from its first character with twice the
+bias, and its end once whole. Every one of the 49 currency values of BFCL's non-live answers takes the code,
+31 the name as written too; the argument's side (where the conversion starts, where it ends) and the codes its
+earlier values took pick the currency for all 49 (SmolLM2 wrote "Euros" and "Canadian dollars"). Another
+argument's value does not begin as the code of a currency the request names only in words (SmolLM2 gave the
+unit conversion after "5000 Japanese Yen into US Dollars" a ``from_unit`` of "JPY").
 
 An argument the request holds no value for is left out: after a value, where each argument after it in
 its function's order is optional, not asked for, and either a number while the call holds each of the
