@@ -32,6 +32,7 @@ from llmproxy.backends import backends_with
 from llmproxy.backends._list_continuation import asks_for_several
 from llmproxy.common.word_overlap import content_words, word_overlap
 from llmproxy.errors import ConfigurationError, InvalidRequestError
+from llmproxy.second_chance_note import is_second_chance_note
 from llmproxy.syntaxes.base import ChoosableFunction
 from llmproxy.types import FunctionCall, FunctionMessage, ToolMessage, UserMessage, content_text
 
@@ -211,7 +212,8 @@ def _opening(syntax: CallSyntax, name: str) -> str:
 
 
 def _request_text(request: ChatRequest) -> str:
+    """The request's last user message, as the client wrote it (a second chance's note is llmproxy's)."""
     for message in reversed(request.messages):
-        if isinstance(message, UserMessage):
+        if isinstance(message, UserMessage) and not is_second_chance_note(message):
             return (content_text(message.content) or "").strip()
     return ""

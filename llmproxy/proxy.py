@@ -39,6 +39,7 @@ from llmproxy.errors import (
     invalid_request,
 )
 from llmproxy.repair import repair_value
+from llmproxy.second_chance_note import NOTE_CLOSING, NOTE_OPENING, is_second_chance_note, second_chance_note
 from llmproxy.route import DEFAULT_RETRIES, Route, build_route
 from llmproxy.settings import deep_merge, to_generation_params
 from llmproxy.syntaxes import split_reasoning
@@ -58,7 +59,6 @@ from llmproxy.types import (
     ToolChoice,
     TopLogprob,
     Usage,
-    UserMessage,
     content_text,
 )
 from llmproxy.prompts import Rendered, cut_at_markers, leaked
@@ -338,9 +338,8 @@ def _client_text(request: ChatRequest) -> str:
     and its functions."""
     texts = [function.definition_json for function in request.function_definitions()]
     for message in request.messages:
-        text = content_text(message.content) or ""
-        if not (isinstance(message, UserMessage) and text.startswith(NOTE_OPENING) and text.endswith(NOTE_CLOSING)):
-            texts.append(text)
+        if not is_second_chance_note(message):
+            texts.append(content_text(message.content) or "")
         if isinstance(message, AssistantMessage):
             texts += [call.function.arguments for call in message.tool_calls or []]
             if message.function_call is not None:
@@ -363,15 +362,12 @@ def _read_cut_calls(plan: Plan, thought: str | None, text: str, completion: Comp
         return Answer(text.strip() or None, repairs=("cut_at_token_limit",), reasoning=thought)
 
 
-# A second chance's note, around the checker's message.
-NOTE_OPENING = "Your last answer could not be used:"
-NOTE_CLOSING = "Answer again, exactly in the format you were asked for."
 
 
 def second_chance(request: ChatRequest, error: OutputParseError, attempt: int) -> ChatRequest:
     """``request`` again after an answer that could not be used: the checker's message is added as a
     user turn (so the wrapper writes it in its own format), and a seed the caller fixed moves on."""
-    note = UserMessage(role="user", content=f"{NOTE_OPENING} {error.reason} {NOTE_CLOSING}")
+    note = second_chance_note(error.reason)
     seed = None if request.seed is None else request.seed + attempt
     return request.model_copy(update={"messages": [*request.messages, note], "seed": seed})
 

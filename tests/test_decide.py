@@ -18,9 +18,9 @@ from llmproxy.decide import (ASKED_FLOOR, ASKED_SHARE, CALL_BIAS, DESCRIPTION_WO
                              NAME_WORDS_WEIGHT, PARAMETER_WORDS_WEIGHT, RELEVANCE_FLOOR, RELEVANCE_WEIGHT,
                              SEVERAL_BIAS, WORDS_OFFSET, asked_functions, request_decide, route_decide, words_bias)
 from llmproxy.types import FunctionDefinition
-from llmproxy.errors import ConfigurationError, InvalidRequestError
+from llmproxy.errors import ConfigurationError, InvalidRequestError, OutputParseError
 from llmproxy.prompts import load_wrapper
-from llmproxy.proxy import chat_completion, parse_request, plan
+from llmproxy.proxy import chat_completion, parse_request, plan, second_chance
 from llmproxy.route import Route, build_route
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -293,6 +293,15 @@ def test_the_words_bias_weighs_the_best_functions_name_description_and_parameter
     assert words_bias("Tell me a joke, and then another one.", [forecast]) == WORDS_OFFSET + SEVERAL_BIAS
     assert plan(_request([{"role": "system", "content": "Weather?"}]),
                 _route(ChoosingBackend())).params.choice_grammar.words_bias == 0.0  # no request text to read
+
+
+def test_a_second_chance_reads_the_clients_request_not_its_own_note():
+    asked = [{"role": "user", "content": "Weather in Paris, and also the time zone of Tokyo."}]
+    first = plan(_request(asked), _route(ChoosingBackend())).params.choice_grammar
+    again = second_chance(_request(asked), OutputParseError("The call's JSON was cut off.", ""), 1)
+    retried = plan(again, _route(ChoosingBackend())).params.choice_grammar
+    assert retried.request == first.request == asked[0]["content"]
+    assert (retried.words_bias, retried.asked_functions) == (first.words_bias, ("get_weather", "get_time"))
 
 
 def test_the_functions_a_request_asks_for_are_those_its_words_name_well_where_several_calls_may_follow():
