@@ -52,7 +52,7 @@ whose value the request writes ("by public transit"), and its value is that one,
 string argument whose description quotes two values or more ("Choices are 'trapezoid' or 'simpson'") has those
 as its enum: of the values of BFCL's non-live answers for such arguments, where the request writes one of the
 quoted values, 127 of 138 are one it writes (SmolLM2 wrote the description's default, "trapezoid", for "...
-using simpson method"). So do the examples a description names without quotes ("e.g., one-way, round- trip",
+using simpson method"). So do the examples a description names without quotes ("e.g., one-way, round-trip",
 "either major or minor", "(walk, bike, transit, drive)"; not a format's parts: "e.g. New York, NY"), where the
 request writes one: of the 66 such arguments of BFCL's non-live answers, 65 take one it writes (SmolLM2 wrote
 "restaurant_search" and "string": a single value chosen so, as any outside an array, starts at twice the
