@@ -19,5 +19,7 @@ def second_chance_note(reason: str) -> UserMessage:
 
 def is_second_chance_note(message: Message) -> bool:
     """Whether ``message`` is such a note."""
-    text = content_text(message.content) or "" if isinstance(message, UserMessage) else ""
+    if not isinstance(message, UserMessage):
+        return False
+    text = content_text(message.content) or ""
     return text.startswith(NOTE_OPENING) and text.endswith(NOTE_CLOSING)

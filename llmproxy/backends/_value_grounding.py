@@ -574,6 +574,8 @@ class ValueGrounding:
         self._names_after = {word: _names_after(request, word, names) for word in ("from", "to")}
         self._strings_of: dict[str, list[str]] = {}  # the string values written for each argument so far
         self._currencies = written_currencies(request)
+        self._unwritten_codes = sorted({mention.code for mention in self._currencies}
+                                       - set(re.findall(r"\b[A-Z]{3}\b", request)))  # named in words only
         # Where the request asks for each function, where it asks for several in parts of their own
         # (llmproxy.backends._function_regions), and where it writes each number and name.
         arguments_of = {name: self._arguments_are.orders.get(name, ()) for name in functions}
@@ -842,9 +844,8 @@ class ValueGrounding:
     def _lower_currency_codes(self, logits: np.ndarray) -> None:
         """Lower, by the bias, the codes of the currencies the request names in words as the start of another
         argument's value: "JPY" is a currency's ("5000 Japanese Yen"), not the unit of "15 kilometers"."""
-        if self._currencies and not is_currency_argument(self._key):
-            codes = {mention.code for mention in self._currencies} - set(re.findall(r"\b[A-Z]{3}\b", self._text))
-            self._lower_starts(logits, sorted(codes), ())
+        if self._unwritten_codes and not is_currency_argument(self._key):
+            self._lower_starts(logits, self._unwritten_codes, ())
 
     def _lower_schema_words(self, logits: np.ndarray) -> None:
         """Lower the words of a schema ("string", "integer") as a string value's start, by twice the bias."""
