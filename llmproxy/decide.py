@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from llmproxy.backends import backends_with
-from llmproxy.backends._list_continuation import asks_for_several
+from llmproxy.common.asks_for_several import asks_for_several
 from llmproxy.common.word_overlap import content_words, word_overlap
 from llmproxy.errors import ConfigurationError, InvalidRequestError
 from llmproxy.second_chance_note import is_second_chance_note
@@ -183,8 +183,8 @@ def words_bias(request: str, functions: Sequence[FunctionDefinition]) -> float:
 
 
 def several_bias(request: str) -> float:
-    """``SEVERAL_BIAS`` where the request says it asks for several things (llmproxy.backends._list_continuation.
-    asks_for_several: "respectively", "also", "then" ...), else 0."""
+    """``SEVERAL_BIAS`` where the request says it asks for several things (llmproxy.common.asks_for_several:
+    "respectively", "also", "then" ...), else 0."""
     return SEVERAL_BIAS if asks_for_several(request) else 0.0
 
 

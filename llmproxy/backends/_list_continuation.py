@@ -90,6 +90,7 @@ from llmproxy.backends._dates import dates_in, without_dates, written_dates
 from llmproxy.backends._function_regions import function_regions
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._listed_items import items_left
+from llmproxy.common.asks_for_several import asks_for_several
 from llmproxy.common.word_overlap import content_words
 
 # A comma between digits separates thousands where three digits follow it ("2,000,000"), else numbers ("5,10").
@@ -107,18 +108,6 @@ _CAPITALISED_RUN = re.compile(rf"(?<!\w){_CAPITALISED_WORD}(?:(?<!\.)\s+(?:of\s+
 # calls, and with Friday a name, the first (Berlin, next Friday) used two names, left one, and ended the answer.
 _WEEKDAYS = {"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
 _QUOTED = re.compile(r"\"([^\"]{2,40})\"|(?<!\w)'([^']{2,40})'(?!\w)")  # a name, not a quoted question
-# Words with which a request asks for several things, and clauses that begin another task ("Additionally,
-# ...", ". And find ...", "... and book a hotel"): on BFCL's non-live requests, in 329 of the 400 that ask for
-# several calls and 51 of the 600 that ask for one (the words alone: 314 and 51). Not "vs": it is a name's
-# ("the R vs Adams legal case") in the 3 that write no other such word, which ask for one call or none.
-_ASKS_FOR_SEVERAL = re.compile(
-    r"\b(?:respectively|each|both|then|also|repeat|same|again|as well|another|second|third|two|three|four|"
-    r"several|different|multiple|compare|comparison|individually|separately|"
-    r"additionally|in addition|firstly|secondly|lastly|finally|furthermore|moreover|afterwards?|after that)\b"
-    r"|(?:^|[.?!]\s+)(?:and|first|next)\b"
-    r"|\band (?:then )?(?:find|book|calculate|compute|get|make|generate|create|translate|convert|identify|"
-    r"analy[sz]e|display|locate|give|tell|show|search|fetch|estimate|predict|determine|check|list|plan|buy|"
-    r"send|retrieve|provide)\b", re.IGNORECASE)
 # The words with which a request counts out its tasks or cases ("First, ... Second, ... Lastly, ...", "the
 # first car ..., the second car ..."); "lastly" and "finally" count as one more.
 _ORDINAL = re.compile(r"\b(?:(first|second|third|fourth|fifth|sixth)(?:ly)?|(lastly|finally))\b", re.IGNORECASE)
@@ -497,11 +486,6 @@ def _arguments_of(call: str) -> dict[str, object]:
         return {}
     objects = [value for value in found.values() if isinstance(value, dict)] if isinstance(found, dict) else []
     return {key: value for arguments in objects for key, value in arguments.items()}
-
-
-def asks_for_several(request: str) -> bool:
-    """Whether a request says it asks for several things ("respectively", "then", "also" ...: ``_ASKS_FOR_SEVERAL``)."""
-    return _ASKS_FOR_SEVERAL.search(request) is not None
 
 
 def counted_steps(request: str) -> int:

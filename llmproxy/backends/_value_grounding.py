@@ -224,7 +224,7 @@ SmolLM2 wrote "$6,000,000 ... 2,500,000 shares" a second time for "... keeping 2
 repeated call ended the answer. A boolean is left alone: of BFCL's 124 such last values, 7 are booleans,
 and in a 50-case run (parallel, seed 34) SmolLM2, held off ``true``, went on to a call nobody asked for
 with ``false`` twice, where the repeated call had ended the answer. So is a call of a request that
-neither says it asks for several things (llmproxy.backends._list_continuation.asks_for_several) nor lists
+neither says it asks for several things (llmproxy.common.asks_for_several) nor lists
 names or values of one enum ("the last six months, the last year, and the last five years"): there, a
 call repeated is a call too many, and held off the copy SmolLM2 wrote a second call to the NPV of "cash
 flows ... discounted at 8%" with a rate of 3.0.
@@ -257,10 +257,11 @@ from llmproxy.backends._dates import date_formats, without_dates, written_dates
 from llmproxy.backends._function_regions import Span, function_regions, in_regions
 from llmproxy.backends._json_chars import JSONChars
 from llmproxy.backends._listed_items import items_left
-from llmproxy.backends._list_continuation import (amounts, asks_for_several, listed_names, name_lists, number_lists,
-                                                  number_list_starts, number_places, number_words, numbers,
-                                                  numbers_in_order, percent_marks, uncalled, used_amounts,
-                                                  worded_numbers, written_names)
+from llmproxy.backends._list_continuation import (amounts, listed_names, name_lists, number_lists, number_list_starts,
+                                                  number_places, number_words, numbers, numbers_in_order,
+                                                  percent_marks, uncalled, used_amounts, worded_numbers,
+                                                  written_names)
+from llmproxy.common.asks_for_several import asks_for_several
 from llmproxy.common.word_overlap import content_words
 from llmproxy.syntaxes.base import ChoosableFunction
 
