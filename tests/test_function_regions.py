@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from llmproxy.backends._function_regions import function_regions, in_regions
 
 
@@ -10,18 +12,22 @@ def parts(request: str, *functions: str, arguments: tuple[str, ...] = ()) -> dic
             for name, spans in function_regions(request, {name: arguments for name in functions}).items()}
 
 
-def test_each_function_is_asked_for_from_its_sentence_on():
-    request = "What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A."
-    assert parts(request, "physics_electric_field", "physics_magnetic_field") == {
-        "physics_electric_field": ["What is the electric field at 3m from a charge of 4C?"],
-        "physics_magnetic_field": [" Also, find the magnetic field for 0.5A."]}
-
-
-def test_within_a_sentence_a_part_ends_at_the_last_comma_and_or_then_before_the_next():
-    request = "Buy a ticket to the Mamma Mia musical on Friday, and a train ticket from New York to Chicago"
-    assert parts(request, "musical_ticket_buy", "train_ticket_buy") == {
-        "musical_ticket_buy": ["Buy a ticket to the Mamma Mia musical on Friday, "],
-        "train_ticket_buy": ["and a train ticket from New York to Chicago"]}
+@pytest.mark.parametrize(("request_text", "first", "second"), [
+    # each function is asked for from its sentence on
+    ("What is the electric field at 3m from a charge of 4C? Also, find the magnetic field for 0.5A.",
+     ("physics_electric_field", "What is the electric field at 3m from a charge of 4C?"),
+     ("physics_magnetic_field", " Also, find the magnetic field for 0.5A.")),
+    # within a sentence, a part ends at the last comma, "and" or "then" before the next
+    ("Buy a ticket to the Mamma Mia musical on Friday, and a train ticket from New York to Chicago",
+     ("musical_ticket_buy", "Buy a ticket to the Mamma Mia musical on Friday, "),
+     ("train_ticket_buy", "and a train ticket from New York to Chicago")),
+    # a plural of a name word that ends in "e" ("updates") asks for its function
+    ("Find the latest updates for the game on Playstation, then find the current price on Xbox.",
+     ("games_update_find", "Find the latest updates for the game on Playstation, "),
+     ("games_price_find", "then find the current price on Xbox.")),
+], ids=["sentences", "within_a_sentence", "plural_of_a_word_in_e"])
+def test_each_function_is_asked_for_in_a_part_of_its_own(request_text, first, second):
+    assert parts(request_text, first[0], second[0]) == {first[0]: [first[1]], second[0]: [second[1]]}
 
 
 def test_a_function_asked_for_again_later_has_a_part_there_too():
@@ -48,13 +54,6 @@ def test_a_word_of_another_functions_arguments_asks_for_none_of_them():
 def test_a_place_is_in_a_part_where_one_holds_it():
     assert in_regions(3, [(0, 4)]) and in_regions(10, [(0, 4), (8, 12)])
     assert not in_regions(4, [(0, 4)]) and not in_regions(5, [])
-
-
-def test_a_plural_of_a_name_word_that_ends_in_e_asks_for_its_function():
-    request = "Find the latest updates for the game on Playstation, then find the current price on Xbox."
-    assert parts(request, "games_update_find", "games_price_find") == {
-        "games_update_find": ["Find the latest updates for the game on Playstation, "],
-        "games_price_find": ["then find the current price on Xbox."]}
 
 
 def test_a_word_that_describes_another_functions_argument_asks_for_its_function_nowhere_else():
